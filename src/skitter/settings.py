@@ -1,0 +1,136 @@
+"""Crawl settings: frozen dataclasses with defaults and units in their names.
+
+No file or environment reading happens here (see :mod:`skitter.config` / :mod:`skitter.cli`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from skitter import __version__
+
+__all__ = [
+    "DEFAULT_USER_AGENT",
+    "CrawlSettings",
+    "FetchSettings",
+    "PolitenessSettings",
+    "ScopeSettings",
+]
+
+DEFAULT_USER_AGENT = f"Skitter/{__version__} (+https://github.com/skitter-crawler/skitter)"
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSettings:
+    """How single HTTP requests are made.
+
+    Attributes:
+        user_agent: User-Agent header; its first word (before "/") is the robots.txt
+            product token.
+        headers: extra request headers (name, value), sent on every request.
+        timeout_s: whole-fetch deadline in seconds (connect + headers + body).
+        connect_timeout_s: TCP/TLS connect deadline in seconds.
+        read_timeout_s: idle-read deadline in seconds (no byte received for this long).
+        max_body_bytes: cap on the *decoded* body size in bytes.
+        max_redirects: redirect hops followed before ``too_many_redirects``.
+        proxy: HTTP proxy URL or None.
+        resolve: ``{(host, port): address}`` overrides, like curl's ``--resolve``.
+        resolve_only: names not in ``resolve`` fail as DNS errors without any query.
+        dns_cache_ttl_s: seconds a DNS answer is reused.
+        allow_private: allow fetching private/loopback addresses found by links.
+    """
+
+    user_agent: str = DEFAULT_USER_AGENT
+    headers: tuple[tuple[str, str], ...] = ()
+    timeout_s: float = 30.0
+    connect_timeout_s: float = 10.0
+    read_timeout_s: float = 20.0
+    max_body_bytes: int = 10 * 1024 * 1024
+    max_redirects: int = 10
+    proxy: str | None = None
+    resolve: dict[tuple[str, int], str] = field(default_factory=dict)
+    resolve_only: bool = False
+    dns_cache_ttl_s: float = 300.0
+    allow_private: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PolitenessSettings:
+    """How hard one host (and one IP) may be hit.
+
+    Attributes:
+        delay_s: seconds between the end of one request and the start of the next to a host.
+        host_concurrency: requests in flight at once per host.
+        ip_concurrency: requests in flight at once per IP address (hosts sharing it).
+        concurrency: requests in flight at once overall.
+        retries: extra attempts for timeouts, 429 and 5xx.
+        max_retry_after_s: Retry-After waits longer than this are not honoured (no retry).
+        ignore_robots: skip robots.txt entirely (only for one's own site).
+        robots_retry_s: after a 5xx/unreachable robots.txt, seconds before asking again.
+        robots_ttl_s: seconds a fetched robots.txt is reused.
+        max_crawl_delay_s: cap on a robots.txt Crawl-delay, in seconds.
+    """
+
+    delay_s: float = 1.0
+    host_concurrency: int = 1
+    ip_concurrency: int = 4
+    concurrency: int = 64
+    retries: int = 2
+    max_retry_after_s: float = 60.0
+    ignore_robots: bool = False
+    robots_retry_s: float = 60.0
+    robots_ttl_s: float = 24 * 3600.0
+    max_crawl_delay_s: float = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeSettings:
+    """Which discovered URLs are queued.
+
+    Attributes:
+        scope: "host" (same host as a seed), "domain" (same registered domain), "any".
+        include: regexes; if any are given a URL must match one of them.
+        exclude: regexes; a URL matching any of them is dropped.
+        max_depth: hops from a seed; None = unlimited.
+        max_links_per_page: first N links of a page are considered; None = all.
+        max_seed_links: the same cap for seed pages; None = use max_links_per_page.
+        max_url_length: longer canonical URLs are dropped (characters).
+        follow_nofollow: queue rel=nofollow links too.
+    """
+
+    scope: str = "host"
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    max_depth: int | None = None
+    max_links_per_page: int | None = None
+    max_seed_links: int | None = None
+    max_url_length: int = 2048
+    follow_nofollow: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CrawlSettings:
+    """Everything one crawl needs.
+
+    Attributes:
+        out_dir: output folder (WARC, pages.jsonl, links.tsv, report.json, state).
+        seeds: seed URLs as given (canonicalised at start).
+        frontier: "sqlite" or "memory".
+        max_pages: stop after this many records with a 2xx status; None = no limit.
+        warc: write WARC files.
+        warc_max_bytes: rotate WARC files at this size (bytes).
+        quiet: no progress display.
+        resume: continue the crawl stored in ``out_dir``.
+    """
+
+    out_dir: str
+    seeds: tuple[str, ...] = ()
+    fetch: FetchSettings = field(default_factory=FetchSettings)
+    politeness: PolitenessSettings = field(default_factory=PolitenessSettings)
+    scope: ScopeSettings = field(default_factory=ScopeSettings)
+    frontier: str = "sqlite"
+    max_pages: int | None = None
+    warc: bool = True
+    warc_max_bytes: int = 1024**3
+    quiet: bool = False
+    resume: bool = False
