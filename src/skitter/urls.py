@@ -1,16 +1,458 @@
-"""URL parsing, joining and canonical form (WHATWG URL via ada-url).
+"""URL parsing, joining and canonical form.
 
-SEED VERSION: the urls helper replaces this with the full module; signatures are fixed.
+Parsing and joining follow the WHATWG URL Standard (https://url.spec.whatwg.org/) via
+ada-url; the canonical form applies the RFC 3986 §6.2.2 syntax-based normalisations on top
+(case, percent-encoding, dot segments) plus a scheme-based one (default port) and removes
+well-known session ids.  Nothing here does I/O.
 """
 
 from __future__ import annotations
 
+import codecs
+import hashlib
+import re
+from functools import lru_cache
+
 import ada_url
+import tldextract
+
+__all__ = [
+    "canonicalize",
+    "canonicalize_with_host",
+    "fingerprint",
+    "host_key",
+    "hostname",
+    "is_http",
+    "join",
+    "origin",
+    "registered_domain",
+    "split_fragment",
+]
+
+# --------------------------------------------------------------------------------------
+# helpers shared by join / canonicalize
+# --------------------------------------------------------------------------------------
+
+#: WHATWG "C0 control or space": U+0000..U+001F and U+0020.
+_C0_OR_SPACE = "".join(chr(i) for i in range(0x21))
+#: WHATWG "ASCII tab or newline", removed anywhere in the input.
+_TAB_NEWLINE = str.maketrans("", "", "\t\n\r")
+
+_SPECIAL_SCHEMES = frozenset({"http", "https", "ftp", "file"})  # ws/wss always use UTF-8
+
+
+def _usv(s: str) -> str:
+    """``s`` as a Unicode scalar value string: lone surrogates become U+FFFD (WebIDL USVString)."""
+    if s.isascii():
+        return s
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        # Pairs stored as two code points are joined, lone ones replaced, as a JS engine would.
+        return s.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return s
+
+
+def _clean_input(s: str) -> str:
+    """Strip leading/trailing C0-control-or-space, drop every TAB/CR/LF (WHATWG URL parser)."""
+    s = _usv(s).strip(_C0_OR_SPACE)
+    if "\t" in s or "\n" in s or "\r" in s:
+        s = s.translate(_TAB_NEWLINE)
+    return s
+
+
+def _parse(url: str, base: str | None = None) -> ada_url.URL | None:
+    """WHATWG-parse ``url`` (against ``base``); None on failure.  Never raises."""
+    try:
+        return ada_url.URL(url, base=base)
+    except UnicodeError:  # lone surrogates: parse the USVString instead
+        try:
+            return ada_url.URL(_usv(url), base=None if base is None else _usv(base))
+        except (ValueError, UnicodeError):
+            return None
+    except ValueError:
+        return None
+
+
+# --------------------------------------------------------------------------------------
+# join (with legacy query encodings)
+# --------------------------------------------------------------------------------------
+
+# Python codec name -> codec that matches the WHATWG Encoding Standard's encoder better
+# (browsers treat these labels as the superset encodings).
+_WHATWG_CODEC = {
+    "ascii": "cp1252",
+    "iso8859-1": "cp1252",
+    "iso8859-9": "cp1254",
+    "iso8859-11": "cp874",
+    "tis-620": "cp874",
+    "gb2312": "gbk",
+    "shift_jis": "cp932",
+    "euc_kr": "cp949",
+    "big5": "big5hkscs",
+}
+
+#: Bytes percent-encoded by the WHATWG special-query percent-encode set.
+_QUERY_BYTE_ESCAPES = tuple(
+    f"%{b:02X}" if (b < 0x21 or b > 0x7E or b in b"\"#<>'") else chr(b) for b in range(256)
+)
+
+_NON_ASCII_RUN = re.compile(r"[^\x00-\x7f]+")
+
+
+@lru_cache(maxsize=64)
+def _query_codec(encoding: str) -> str | None:
+    """The Python codec used for query strings of a document in ``encoding``; None = UTF-8."""
+    try:
+        name = codecs.lookup(encoding).name
+    except (LookupError, TypeError, ValueError):
+        return None
+    # WHATWG: UTF-16BE/LE (and any UTF variant) use UTF-8 for URLs.
+    if name.startswith("utf"):
+        return None
+    codec = _WHATWG_CODEC.get(name, name)
+    try:
+        "a".encode(codec)
+    except (LookupError, TypeError, ValueError):  # not a text encoding (e.g. "base64")
+        return None
+    return codec
+
+
+def _encode_run(run: str, codec: str) -> str:
+    """Percent-encode a run of non-ASCII characters after encoding it with ``codec``.
+
+    Unencodable characters become ``%26%23NNNN%3B`` (a percent-encoded HTML numeric
+    character reference), as the WHATWG "percent-encode after encoding" algorithm says.
+    """
+    out: list[str] = []
+    while run:
+        try:
+            data = run.encode(codec)
+        except UnicodeEncodeError as exc:
+            data = run[: exc.start].encode(codec)
+            out.extend(_QUERY_BYTE_ESCAPES[b] for b in data)
+            out.extend(f"%26%23{ord(ch)}%3B" for ch in run[exc.start : exc.end])
+            run = run[exc.end :]
+            continue
+        out.extend(_QUERY_BYTE_ESCAPES[b] for b in data)
+        break
+    return "".join(out)
+
+
+def _encode_query(href: str, codec: str) -> str | None:
+    """``href`` with its query's non-ASCII characters encoded in ``codec``; None if unchanged."""
+    q = href.find("?")
+    if q < 0:
+        return None
+    h = href.find("#")
+    if 0 <= h < q:
+        return None  # the '?' is inside the fragment
+    end = len(href) if h < 0 else h
+    query = href[q + 1 : end]
+    if query.isascii():
+        return None
+    encoded = _NON_ASCII_RUN.sub(lambda m: _encode_run(m.group(), codec), query)
+    return href[: q + 1] + encoded + href[end:]
 
 
 def join(base: str, href: str, encoding: str = "utf-8") -> str | None:
-    """Resolve ``href`` against ``base`` per the WHATWG URL Standard; None if invalid."""
-    try:
-        return str(ada_url.URL(href, base=base).href)
-    except ValueError:
+    """Resolve ``href`` against ``base`` as a browser does (WHATWG URL Standard, "URL parser").
+
+    Leading/trailing C0 controls and spaces are stripped and TAB/CR/LF removed anywhere;
+    ``\\`` counts as ``/`` for special schemes (http, https, ...).  The path and fragment
+    are always UTF-8 percent-encoded; when ``encoding`` (a Python codec name or WHATWG
+    label, e.g. "cp1251", "shift_jis", "gbk", "latin-1") is not UTF-8 and the result's
+    scheme is http, https, ftp or file, the *query* taken from ``href`` is encoded in that
+    encoding first, characters it cannot represent becoming ``%26%23NNNN%3B``.  Unknown
+    encodings count as UTF-8.
+
+    Args:
+        base: absolute base URL (the document base).
+        href: the attribute value as written (already decoded to ``str``).
+        encoding: the document's character encoding.
+
+    Returns:
+        The absolute URL (serialised, fragment included, not canonicalised), or None if
+        ``base`` or the result is not a valid URL.  Never raises.
+    """
+    href = _clean_input(href)
+    url = _parse(href, base)
+    if url is None:
         return None
+    result: str = url.href
+    if encoding.lower().replace("_", "-") in ("utf-8", "utf8") or href.isascii():
+        return result
+    codec = _query_codec(encoding)
+    if codec is None or url.protocol[:-1] not in _SPECIAL_SCHEMES:
+        return result
+    encoded = _encode_query(href, codec)
+    if encoded is None:
+        return result
+    url2 = _parse(encoded, base)
+    return result if url2 is None else str(url2.href)
+
+
+# --------------------------------------------------------------------------------------
+# canonical form
+# --------------------------------------------------------------------------------------
+
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+
+
+def _build_pct_table() -> dict[str, str]:
+    table: dict[str, str] = {}
+    for b in range(256):
+        upper = f"{b:02X}"
+        repl = chr(b) if chr(b) in _UNRESERVED else "%" + upper
+        for hi in {upper[0], upper[0].lower()}:
+            for lo in {upper[1], upper[1].lower()}:
+                table["%" + hi + lo] = repl
+    table["%"] = "%25"  # a "%" not starting a valid escape
+    return table
+
+
+_PCT_TABLE = _build_pct_table()
+_PCT_RE = re.compile(r"%(?:[0-9A-Fa-f]{2})?")
+# Characters ada (WHATWG) leaves raw in path/query that RFC 3986 does not allow there.
+_RFC3986_EXTRA_RE = re.compile(r"[\[\\\]^`{|}]")
+_RFC3986_EXTRA = str.maketrans({c: f"%{ord(c):02X}" for c in "[\\]^`{|}"})
+
+_SESSION_NAMES = (
+    r"(?:phpsessid|jsessionid|aspsessionid[^=&;/]*|asp\.net_sessionid"
+    r"|sid|sessionid|session_id|cfid|cftoken)"
+)
+_QUERY_SESSION_RE = re.compile(r"(?:^|&)" + _SESSION_NAMES + "=", re.IGNORECASE)
+_QUERY_SESSION_KEY_RE = re.compile(_SESSION_NAMES + r"\Z", re.IGNORECASE)
+_PATH_SESSION_RE = re.compile(";" + _SESSION_NAMES + r"=[^;/]*", re.IGNORECASE)
+
+
+def _pct_fix(s: str) -> str:
+    """Upper-case percent escapes, decode those of unreserved characters (RFC 3986 §6.2.2.1-2),
+    and percent-encode characters RFC 3986 forbids in paths and queries (including a "%"
+    that does not start a valid escape)."""
+    if "%" in s:
+        s = _PCT_RE.sub(lambda m: _PCT_TABLE[m.group()], s)
+    if _RFC3986_EXTRA_RE.search(s) is not None:
+        s = s.translate(_RFC3986_EXTRA)
+    return s
+
+
+def _strip_query_sessions(query: str) -> str:
+    if _QUERY_SESSION_RE.search(query) is None:
+        return query
+    return "&".join(
+        part
+        for part in query.split("&")
+        if "=" not in part or _QUERY_SESSION_KEY_RE.match(part.partition("=")[0]) is None
+    )
+
+
+def _canon_once(url: str) -> tuple[str, str, bool] | None:
+    """One canonicalisation pass: (canonical, host key, path session ids were removed)."""
+    parsed = _parse(url)
+    if parsed is None:
+        return None
+    href: str = parsed.href
+    if href.startswith("http://"):
+        start = 7
+    elif href.startswith("https://"):
+        start = 8
+    else:
+        return None
+    # ada serialises special URLs as scheme "://" authority path ["?" query] ["#" fragment];
+    # '/', '?' and '#' are percent-encoded inside userinfo and path, so plain finds suffice.
+    h = href.find("#", start)
+    if h >= 0:
+        href = href[:h]
+    p = href.find("/", start)
+    if p < 0:  # cannot happen for http(s); be defensive
+        href += "/"
+        p = len(href) - 1
+    authority = href[start:p]
+    # _pct_fix never creates or removes a "?", so the first one still starts the query.
+    tail = _pct_fix(href[p:])
+    q = tail.find("?")
+    if q >= 0:
+        path, query = tail[:q], _strip_query_sessions(tail[q + 1 :])
+    else:
+        path, query = tail, ""
+    stripped = False
+    if ";" in path:
+        new_path = _PATH_SESSION_RE.sub("", path)
+        if new_path != path:
+            stripped = True
+            path = new_path
+    at = authority.rfind("@")
+    hk = authority if at < 0 else authority[at + 1 :]
+    if query:
+        return f"{href[:p]}{path}?{query}", hk, stripped
+    return href[:p] + path, hk, stripped
+
+
+def canonicalize_with_host(url: str) -> tuple[str, str] | None:
+    """:func:`canonicalize` plus the :func:`host_key` of the result, in one parse.
+
+    Returns:
+        ``(canonical_url, host_key)``, or None when :func:`canonicalize` gives None.
+    """
+    res = _canon_once(url)
+    # Removing a path session id can expose a new dot segment ("/.;jsessionid=1/x");
+    # re-run until stable so the result is idempotent.
+    for _ in range(4):
+        if res is None or not res[2]:
+            break
+        res = _canon_once(res[0])
+    if res is None:
+        return None
+    return res[0], res[1]
+
+
+def canonicalize(url: str) -> str | None:
+    """The canonical form of an absolute http(s) URL: the URL-seen key and the wire form.
+
+    Starting from the WHATWG URL Standard serialisation (ada-url), which already gives a
+    lower-case scheme and host, IDNA (punycode) host, IPv4 normalised, default port
+    dropped, dot segments removed and an empty path as "/", this applies:
+
+    * fragment dropped;
+    * RFC 3986 §6.2.2 percent-encoding normalisation in path and query: hex digits of
+      escapes upper-cased, escapes of unreserved characters (ALPHA DIGIT - . _ ~) decoded,
+      reserved escapes (``%2F %3F %26 %3D %23 %25`` ...) never decoded, characters
+      RFC 3986 forbids there (``[ \\ ] ^ ` { | }``, and a ``%`` not starting a valid
+      escape) percent-encoded;
+    * session ids removed: query parameters named (case-insensitively) PHPSESSID,
+      JSESSIONID, ASPSESSIONID*, ASP.NET_SessionId, sid, sessionid, session_id, CFID,
+      CFTOKEN, and path parameters such as ``;jsessionid=ABC.node7`` or ``;phpsessid=...``;
+    * an empty query ("?" alone) dropped.
+
+    Query parameter order, bare keys (``?a&b=``), userinfo and the case of path and query
+    are kept.  The result is idempotent: ``canonicalize(canonicalize(u)) == canonicalize(u)``.
+
+    Args:
+        url: an absolute URL (any string is accepted).
+
+    Returns:
+        The canonical URL (ASCII), or None if ``url`` is unparseable or not http/https.
+        Never raises.
+    """
+    res = canonicalize_with_host(url)
+    return None if res is None else res[0]
+
+
+def split_fragment(url: str) -> tuple[str, str]:
+    """Split ``url`` at its first ``#`` (WHATWG: the fragment starts there).
+
+    Returns:
+        ``(url without the fragment, fragment without "#")``; the fragment is "" when
+        there is none (or it is empty).
+    """
+    head, _, frag = url.partition("#")
+    return head, frag
+
+
+def fingerprint(canonical_url: str) -> int:
+    """A stable 64-bit signed integer key for a canonical URL (fits an SQLite INTEGER).
+
+    It is the BLAKE2b digest (``digest_size=8``) of the UTF-8 bytes of ``canonical_url``,
+    read as a big-endian signed integer, so it is the same in every process and run
+    (unlike :func:`hash`).  Range: -2**63 .. 2**63-1.
+    """
+    data = canonical_url.encode("utf-8", "surrogatepass")
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big", signed=True)
+
+
+# --------------------------------------------------------------------------------------
+# hosts
+# --------------------------------------------------------------------------------------
+
+
+def _host_of(url: str) -> tuple[str, str]:
+    """(scheme, host[:port]) of ``url`` as serialised by the WHATWG URL Standard."""
+    parsed = _parse(url)
+    if parsed is None:
+        raise ValueError(f"invalid URL: {url!r}")
+    host: str = parsed.host
+    if not host:
+        raise ValueError(f"URL has no host: {url!r}")
+    return str(parsed.protocol)[:-1], host
+
+
+def host_key(url: str) -> str:
+    """The politeness unit of ``url``: lower-case host, plus ``:port`` when not the default.
+
+    The host is the WHATWG serialisation (punycode; IPv6 in brackets).  The port is
+    omitted when it is the scheme's default, so ``http://A.test:80/x`` → ``"a.test"``,
+    ``https://a.test/`` → ``"a.test"`` and ``http://a.test:8080/`` → ``"a.test:8080"``.
+
+    Raises:
+        ValueError: ``url`` is not a valid absolute URL or has no host.
+    """
+    return _host_of(url)[1]
+
+
+def origin(url: str) -> str:
+    """``"scheme://host[:port]"`` of ``url``, default port omitted (RFC 6454 serialisation;
+    the unit robots.txt applies to, RFC 9309 §2.3).
+
+    Raises:
+        ValueError: ``url`` is not a valid absolute URL or has no host.
+    """
+    scheme, host = _host_of(url)
+    return f"{scheme}://{host}"
+
+
+def hostname(url: str) -> str:
+    """Lower-case host of ``url`` without the port (punycode; IPv6 in brackets, WHATWG).
+
+    Raises:
+        ValueError: ``url`` is not a valid absolute URL or has no host.
+    """
+    parsed = _parse(url)
+    if parsed is None:
+        raise ValueError(f"invalid URL: {url!r}")
+    name: str = parsed.hostname
+    if not name:
+        raise ValueError(f"URL has no host: {url!r}")
+    return name
+
+
+def is_http(url: str) -> bool:
+    """True if ``url`` parses (WHATWG URL Standard) as an absolute http or https URL."""
+    parsed = _parse(url)
+    return parsed is not None and parsed.protocol in ("http:", "https:")
+
+
+# Bundled Public Suffix List snapshot only: no HTTP fetch, no cache directory.
+_TLD_EXTRACT = tldextract.TLDExtract(
+    suffix_list_urls=(),
+    cache_dir=None,
+    fallback_to_snapshot=True,
+    include_psl_private_domains=True,
+)
+_IPV4_RE = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}\Z")
+
+
+@lru_cache(maxsize=65536)
+def registered_domain(host: str) -> str:
+    """The registered domain (eTLD+1) of ``host``, per the Public Suffix List algorithm.
+
+    Uses tldextract's bundled PSL snapshot (private section included, so
+    ``alice.github.io`` is its own domain); it never touches the network or the disk.
+    Suffixes not in the list get the PSL default rule ``*`` (the last label is the
+    suffix): ``www.example.test`` → ``example.test``, ``a.b.co.uk`` → ``b.co.uk``.
+    IP addresses, single labels (``localhost``) and bare public suffixes are returned
+    as they are.  The result is lower-case, without a trailing dot; results are cached.
+
+    Args:
+        host: a host name without port (ASCII/punycode or Unicode).
+    """
+    h = host.strip().rstrip(".").lower()
+    if not h or h.startswith("[") or ":" in h or _IPV4_RE.match(h) or "." not in h:
+        return h
+    ext = _TLD_EXTRACT(h)
+    if ext.suffix:
+        if not ext.domain:
+            return h  # the host is itself a public suffix
+        return f"{ext.domain}.{ext.suffix}"
+    # No listed suffix: default rule "*".
+    return ".".join(h.rsplit(".", 2)[-2:])

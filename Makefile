@@ -1,0 +1,31 @@
+# Everything a fresh machine needs: `make demo`, `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install demo test test-fast lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python demo/run_demo.py
+
+test: $(STAMP)
+	$(BIN)/pytest -q -p no:cacheprovider
+
+test-fast: $(STAMP)
+	$(BIN)/pytest -q -p no:cacheprovider -m "not slow"
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench demo
+	$(BIN)/mypy
+
+clean:
+	rm -rf $(VENV) demo-out build *.egg-info src/*.egg-info

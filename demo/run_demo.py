@@ -1,0 +1,64 @@
+"""`make demo`: serve the bundled site on loopback, crawl it with Skitter, show the output.
+
+Only 127.0.0.1 is contacted: the site's name is mapped with --resolve and --resolve-only
+stops any other DNS query.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE.parent / "demo-out"
+HOST = "demo.skitter.test"
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        port_file = Path(tmp) / "port"
+        server = subprocess.Popen(
+            [sys.executable, str(HERE / "serve.py"), "--port-file", str(port_file)],
+            stdout=subprocess.DEVNULL,
+        )
+        try:
+            for _ in range(100):
+                if port_file.exists() and port_file.read_text():
+                    break
+                time.sleep(0.1)
+            else:
+                print("demo: the local server did not start", file=sys.stderr)
+                return 1
+            port = int(port_file.read_text())
+            if OUT.exists():
+                shutil.rmtree(OUT)
+            cmd = [
+                sys.executable, "-m", "skitter", "crawl", f"http://{HOST}:{port}/",
+                "--resolve", f"{HOST}:{port}:127.0.0.1", "--resolve-only",
+                "--delay", "0.05", "--out", str(OUT),
+            ]
+            print("$ skitter " + " ".join(cmd[3:]), flush=True)
+            rc = subprocess.call(cmd)
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+    if rc != 0:
+        return rc
+    report = json.loads((OUT / "report.json").read_text())
+    t = report["totals"]
+    print()
+    print(f"statuses: {t['by_status']}   link decisions: {t['by_decision']}")
+    print(f"robots.txt kept out: {t['robots_disallowed']} URL(s)")
+    print(f"the output went to {OUT}/:")
+    for p in sorted(OUT.iterdir()):
+        print(f"  {p.name:40s} {p.stat().st_size:>9,} bytes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

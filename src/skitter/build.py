@@ -1,0 +1,155 @@
+"""Wiring: turn settings into components. The only module that names concrete backends."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from skitter import __version__
+from skitter.errors import ConfigError, StateError
+from skitter.export.links import LinksWriter
+from skitter.export.pages import PagesWriter
+from skitter.export.warc import WarcWriter
+from skitter.fetch.aiohttp import AiohttpFetcher
+from skitter.frontier.base import Frontier
+from skitter.links import extract
+from skitter.models import Page, Response
+from skitter.robots import product_token
+from skitter.robots_cache import RobotsCache
+from skitter.rules import ScopeRule
+from skitter.settings import CrawlSettings
+from skitter.state import (
+    COOKIES_FILE,
+    FRONTIER_FILE,
+    LINKS_FILE,
+    PAGES_FILE,
+    prepare_new_out_dir,
+    save_state,
+)
+from skitter.urls import canonicalize
+
+__all__ = ["Components", "build_components"]
+
+log = logging.getLogger("skitter")
+
+
+@dataclass(slots=True)
+class Components:
+    """Everything a crawl talks to, built from settings by :func:`build_components`."""
+
+    fetcher: AiohttpFetcher
+    frontier: Frontier
+    robots: RobotsCache
+    scope: ScopeRule
+    pages: PagesWriter
+    links: LinksWriter
+    warc: WarcWriter | None
+    cookies_path: Path
+
+    def extract(
+        self, body: bytes, url: str, content_type: str | None, x_robots: Sequence[str]
+    ) -> Page:
+        """Parse an HTML body into a Page (links in document order)."""
+        return extract(body, url, content_type, x_robots)
+
+    async def lookup(self, url: str) -> list[str]:
+        """The IP addresses ``url``'s host resolves to (cached; honours --resolve)."""
+        return await self.fetcher.lookup_url(url)
+
+    def allow_host(self, host: str) -> None:
+        """Let ``host`` (a seed's) be fetched even if it resolves to a private address."""
+        self.fetcher.allow_host(host)
+
+    def save_cookies(self) -> None:
+        """Persist the cookie jar (atomic) so a resumed crawl keeps its sessions."""
+        self.fetcher.save_cookies(str(self.cookies_path))
+
+    async def aclose(self) -> None:
+        """Close the HTTP session, the frontier and the writers (flushing what they hold)."""
+        try:
+            await self.fetcher.aclose()
+        finally:
+            try:
+                await self.frontier.aclose()
+            finally:
+                self.pages.close()
+                self.links.close()
+                if self.warc is not None:
+                    self.warc.close()
+
+
+async def _open_frontier(settings: CrawlSettings, out_dir: Path) -> Frontier:
+    p = settings.politeness
+    if settings.frontier == "memory":
+        from skitter.frontier.memory import MemoryFrontier
+
+        return MemoryFrontier(host_concurrency=p.host_concurrency)
+    if settings.frontier == "sqlite":
+        from skitter.frontier.sqlite import SqliteFrontier
+
+        return SqliteFrontier(str(out_dir / FRONTIER_FILE), host_concurrency=p.host_concurrency)
+    raise ConfigError(f"unknown frontier backend {settings.frontier!r} (use sqlite or memory)")
+
+
+async def build_components(
+    settings: CrawlSettings, robots_fetch: Callable[[str], Awaitable[Response]]
+) -> Components:
+    """Create the output folder (or check it, for resume) and build every component.
+
+    Args:
+        settings: the crawl's settings (``resume`` selects the resume path).
+        robots_fetch: how robots.txt is fetched (the crawler's, so it is archived).
+    Raises:
+        StateError: unusable output folder. ConfigError: bad settings.
+    """
+    out_dir = Path(settings.out_dir)
+    if settings.resume:
+        if settings.frontier == "memory":
+            raise StateError("a crawl with --frontier memory keeps no state and cannot resume")
+        PagesWriter.repair(str(out_dir / PAGES_FILE))
+        LinksWriter.repair(str(out_dir / LINKS_FILE))
+        WarcWriter.repair(str(out_dir))
+    else:
+        prepare_new_out_dir(out_dir)
+        save_state(out_dir, settings)
+    seeds = [u for u in (canonicalize(s) for s in settings.seeds) if u is not None]
+    scope = ScopeRule(settings.scope, seeds)
+    p = settings.politeness
+    fetcher = AiohttpFetcher(
+        settings.fetch, concurrency=p.concurrency, host_concurrency=p.host_concurrency
+    )
+    cookies_path = out_dir / COOKIES_FILE
+    try:
+        if cookies_path.exists():
+            fetcher.load_cookies(str(cookies_path))
+        frontier = await _open_frontier(settings, out_dir)
+    except BaseException:
+        await fetcher.aclose()
+        raise
+    import time
+
+    robots = RobotsCache(
+        robots_fetch,
+        token=product_token(settings.fetch.user_agent),
+        ttl_s=p.robots_ttl_s,
+        retry_s=p.robots_retry_s,
+        clock=time.time,
+        ignore=p.ignore_robots,
+    )
+    warc = (
+        WarcWriter(str(out_dir), max_bytes=settings.warc_max_bytes, software=f"Skitter/{__version__}")
+        if settings.warc
+        else None
+    )
+    return Components(
+        fetcher=fetcher,
+        frontier=frontier,
+        robots=robots,
+        scope=scope,
+        pages=PagesWriter(str(out_dir / PAGES_FILE)),
+        links=LinksWriter(str(out_dir / LINKS_FILE)),
+        warc=warc,
+        cookies_path=cookies_path,
+    )

@@ -1,0 +1,742 @@
+"""The crawl loop: lease → robots → fetch → extract → decide → add → write → ack.
+
+A dispatcher leases requests from the frontier whenever a concurrency slot is free and a host
+is ready (politeness lives in the frontier's schedule); each lease is processed by one task.
+
+Durability (``kill -9`` at any instant): for every page the WARC exchange, then the page's
+links.tsv rows, then its pages.jsonl record are appended (one ``write()`` each, with no
+``await`` between the last two), and only then is the lease acked in the frontier. Every few
+seconds the frontier is committed and ``checkpoint.json`` records the journal offsets and the
+counters as they were just before that commit. On resume, the records past the checkpoint are
+marked done in the frontier and their queued links re-added (both idempotent), so no URL is
+lost and no recorded URL is fetched again; only requests in flight at the kill are repeated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import inspect
+import json
+import logging
+import time
+from collections import Counter, defaultdict
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from skitter import __version__
+from skitter.errors import FetchError, StateError
+from skitter.events import CrawlHooks
+from skitter.export.links import LinkRow
+from skitter.export.pages import PageRecord, iso_utc
+from skitter.models import Hop, Lease, Page, Request, Response
+from skitter.politeness import next_allowed_at, parse_retry_after, retry_decision
+from skitter.redirects import location_target
+from skitter.rules import Decision
+from skitter.settings import CrawlSettings
+from skitter.state import (
+    CHECKPOINT_FILE,
+    LINKS_FILE,
+    PAGES_FILE,
+    REPORT_FILE,
+    atomic_write_json,
+    read_json,
+)
+from skitter.stats import Stats, StatsSnapshot
+from skitter.urls import canonicalize, host_key, hostname, split_fragment
+
+if TYPE_CHECKING:
+    from skitter.build import Components
+
+__all__ = ["Crawler"]
+
+log = logging.getLogger("skitter")
+
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+CHECKPOINT_EVERY_S = 2.0
+REPORT_EVERY_S = 30.0
+MAX_REPORTED_URLS = 100
+
+
+def _is_html(resp: Response) -> bool:
+    ct = resp.content_type
+    if ct is not None:
+        return ct in HTML_TYPES
+    head = resp.body[:512].lstrip().lower()
+    return head.startswith((b"<!doctype html", b"<html", b"<head", b"<body"))
+
+
+def _robots_header_values(resp: Response) -> list[str]:
+    return resp.header_all("x-robots-tag")
+
+
+@dataclass(slots=True)
+class _RunState:
+    inflight: set[asyncio.Task[None]] = field(default_factory=set)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    stopping: bool = False
+    stop_reason: str = ""
+    started: float = 0.0
+    last_checkpoint: float = 0.0
+    last_report: float = 0.0
+
+
+class Crawler:
+    """A polite, resumable crawl over a frontier.
+
+    Use::
+
+        async with Crawler.from_settings(settings) as crawler:
+            snapshot = await crawler.run()
+
+    ``from_settings`` only stores the settings; entering the context builds the components
+    (HTTP session, frontier, writers) through :func:`skitter.build.build_components` and, for
+    ``settings.resume``, reconciles the output journals with the frontier.
+
+    Raises (on enter): :class:`skitter.errors.StateError` for an unusable output folder,
+    :class:`skitter.errors.ConfigError` for bad settings.
+    """
+
+    def __init__(
+        self,
+        settings: CrawlSettings,
+        *,
+        hooks: CrawlHooks | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.hooks = hooks or CrawlHooks()
+        self.clock = clock
+        self.out_dir = Path(settings.out_dir)
+        self.stats = Stats()
+        self._c: Components | None = None
+        self._run = _RunState()
+        self._ip_sems: dict[str, asyncio.Semaphore] = {}
+        self._host_last_end: dict[str, float] = {}
+        self._robots_blocked: dict[str, list[str]] = defaultdict(list)
+        self._robots_unreachable: dict[str, list[str]] = defaultdict(list)
+        self._finished = False
+        self._since_checkpoint = 0
+        self.progress: Callable[[Crawler], None] | None = None
+
+    @classmethod
+    def from_settings(cls, settings: CrawlSettings, hooks: CrawlHooks | None = None) -> Crawler:
+        """A crawler for ``settings`` (components are built on ``async with``)."""
+        return cls(settings, hooks=hooks)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def __aenter__(self) -> Crawler:
+        from skitter.build import build_components
+
+        self._c = await build_components(self.settings, self._robots_fetch)
+        try:
+            if self.settings.resume:
+                await self._reconcile()
+        except BaseException:
+            await self._c.aclose()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._c is None:
+            return
+        try:
+            await self._checkpoint()
+            self._write_report()
+        finally:
+            await self._c.aclose()
+            self._c = None
+
+    @property
+    def components(self) -> Components:
+        """The built components; raises RuntimeError outside ``async with``."""
+        if self._c is None:
+            raise RuntimeError("use 'async with Crawler.from_settings(...)' first")
+        return self._c
+
+    @property
+    def finished(self) -> bool:
+        """True once the frontier ran dry (False after a stop or page limit)."""
+        return self._finished
+
+    def request_stop(self, reason: str = "interrupted") -> None:
+        """Stop leasing new requests; requests in flight finish and are recorded."""
+        if not self._run.stopping:
+            self._run.stopping = True
+            self._run.stop_reason = reason
+        self._run.wake.set()
+
+    def abort(self) -> None:
+        """Cancel the requests in flight (they are fetched again on resume)."""
+        self.request_stop("aborted")
+        for t in list(self._run.inflight):
+            t.cancel()
+
+    # ------------------------------------------------------------------ run
+
+    async def run(self, seeds: Sequence[str] = ()) -> StatsSnapshot:
+        """Crawl until the frontier is empty, ``max_pages`` is reached or a stop is requested.
+
+        Args:
+            seeds: extra seed URLs, added to ``settings.seeds`` (canonicalised; invalid or
+                non-HTTP ones are ignored with a warning).
+        Returns:
+            The final statistics snapshot (also written to report.json).
+        """
+        c = self.components
+        rs = self._run
+        rs.started = time.monotonic()
+        rs.last_checkpoint = rs.last_report = rs.started
+        await self._add_seeds([*self.settings.seeds, *seeds])
+        limit = self.settings.politeness.concurrency
+        max_pages = self.settings.max_pages
+        try:
+            while True:
+                if rs.stopping:
+                    break
+                if max_pages is not None and self.stats.ok >= max_pages:
+                    rs.stop_reason = "max_pages"
+                    break
+                lease: Lease | None = None
+                room = len(rs.inflight) < limit
+                if max_pages is not None and self.stats.ok + len(rs.inflight) >= max_pages:
+                    room = False
+                if room:
+                    lease = await c.frontier.lease(self.clock())
+                if lease is not None:
+                    task = asyncio.create_task(self._guarded(lease))
+                    rs.inflight.add(task)
+                    task.add_done_callback(self._task_done)
+                    continue
+                if not rs.inflight and await c.frontier.is_finished():
+                    self._finished = True
+                    break
+                await self._maybe_checkpoint()
+                timeout = 1.0
+                if room:
+                    nra = await c.frontier.next_ready_at()
+                    if nra is not None:
+                        timeout = min(1.0, max(0.0, nra - self.clock()))
+                rs.wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(rs.wake.wait(), timeout=timeout)
+            if rs.inflight:
+                await asyncio.gather(*rs.inflight, return_exceptions=True)
+        finally:
+            if rs.inflight:
+                for t in rs.inflight:
+                    t.cancel()
+                await asyncio.gather(*rs.inflight, return_exceptions=True)
+            await self._checkpoint()
+            self._write_report()
+        return self.snapshot()
+
+    def snapshot(self) -> StatsSnapshot:
+        """Current statistics (records, statuses, errors, decisions, hosts, depths)."""
+        return self.stats.snapshot(time.monotonic() - self._run.started if self._run.started else 0)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._run.inflight.discard(task)
+        self._run.wake.set()
+
+    async def _guarded(self, lease: Lease) -> None:
+        try:
+            await self._process(lease)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # A bug must not kill the crawl: log it and leave the lease to expire (retried).
+            log.exception("internal error while processing %s", lease.request.url)
+
+    async def _add_seeds(self, seeds: Sequence[str]) -> None:
+        c = self.components
+        reqs = []
+        for s in seeds:
+            url = canonicalize(s)
+            if url is None:
+                log.warning("ignoring seed %r: not an http(s) URL", s)
+                continue
+            c.scope.add_seed(url)
+            c.allow_host(hostname(url))
+            reqs.append(Request(url=url, depth=0))
+        if reqs:
+            await c.frontier.add(reqs)
+
+    # ------------------------------------------------------------------ one request
+
+    async def _robots_fetch(self, url: str) -> Response:
+        """Fetch a robots.txt (no redirects followed here); archived to WARC, not to pages."""
+        c = self.components
+        resp = await c.fetcher.fetch(Request(url=url), max_body_bytes=512 * 1024)
+        self._host_last_end[host_key(url)] = self.clock()
+        if c.warc is not None:
+            c.warc.write_exchange(url, resp, ip=resp.peer_ip)
+        return resp
+
+    @contextlib.asynccontextmanager
+    async def _ip_slot(self, url: str) -> AsyncIterator[None]:
+        c = self.components
+        sem: asyncio.Semaphore | None = None
+        try:
+            ips = await c.lookup(url)
+        except Exception:
+            ips = []
+        if ips:
+            sem = self._ip_sems.get(ips[0])
+            if sem is None:
+                sem = self._ip_sems[ips[0]] = asyncio.Semaphore(
+                    self.settings.politeness.ip_concurrency
+                )
+        if sem is None:
+            yield
+        else:
+            async with sem:
+                yield
+
+    def _gap_s(self, crawl_delay_s: float | None) -> float:
+        p = self.settings.politeness
+        return next_allowed_at(0.0, p.delay_s, crawl_delay_s, p.max_crawl_delay_s)
+
+    async def _process(self, lease: Lease) -> None:
+        c = self.components
+        p = self.settings.politeness
+        req = lease.request
+        host = lease.host
+        attempts = lease.attempts + 1
+        crawl_delay: float | None = None
+        if not p.ignore_robots:
+            chk = await c.robots.check(req.url)
+            crawl_delay = chk.crawl_delay_s
+            if not chk.allowed:
+                if chk.reason == "unreachable":
+                    if attempts <= p.retries:
+                        await c.frontier.retry(lease, not_before=self.clock() + p.robots_retry_s)
+                        return
+                    self._note(self._robots_unreachable, host, req.url)
+                    await self._finish_error(
+                        lease, attempts, "robots_unreachable",
+                        "robots.txt unreachable (5xx or network error): disallow all",
+                        not_before=self.clock(),
+                    )
+                    return
+                self.stats.robots_disallowed += 1
+                self._note(self._robots_blocked, host, req.url)
+                if req.redirects:
+                    # the chain ends at a hop whose target robots.txt forbids
+                    await self._finish_redirect_stop(
+                        lease, attempts, f"redirect target {req.url} disallowed by robots.txt"
+                    )
+                else:
+                    await c.frontier.ack(lease, not_before=self.clock())
+                return
+            # a robots.txt fetched just now counts as a request to the host: keep the gap
+            last = self._host_last_end.get(host)
+            if last is not None:
+                wait = last + self._gap_s(crawl_delay) - self.clock()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+        try:
+            async with self._ip_slot(req.url):
+                resp = await c.fetcher.fetch(req)
+        except FetchError as exc:
+            end = self.clock()
+            self._host_last_end[host] = end
+            d = retry_decision(None, exc.kind, attempts, p.retries, None, p.max_retry_after_s)
+            if d.retry:
+                await c.frontier.retry(lease, not_before=end + max(d.wait_s, self._gap_s(crawl_delay)))
+                return
+            await self._finish_error(
+                lease, attempts, exc.kind, exc.detail, not_before=end + self._gap_s(crawl_delay)
+            )
+            return
+        end = self.clock()
+        self._host_last_end[host] = end
+        if c.warc is not None:
+            c.warc.write_exchange(req.url, resp, ip=resp.peer_ip)
+        gap = self._gap_s(crawl_delay)
+        status = resp.status
+        if status == 429 or status >= 500:
+            ra = parse_retry_after(resp.header("retry-after"), time.time())
+            d = retry_decision(status, None, attempts, p.retries, ra, p.max_retry_after_s)
+            if d.retry:
+                await c.frontier.retry(lease, not_before=end + max(d.wait_s, gap))
+                return
+            if ra is not None and ra > 0:
+                gap = max(gap, min(ra, p.max_retry_after_s))
+        if 300 <= status < 400 and resp.header("location") is not None:
+            await self._redirect(lease, resp, attempts, end + gap)
+            return
+        await self._finish_response(lease, resp, attempts, end + gap)
+
+    async def _redirect(self, lease: Lease, resp: Response, attempts: int, not_before: float) -> None:
+        c = self.components
+        req = lease.request
+        target = location_target(req.url, resp.header("location"))
+        canon = canonicalize(target) if target else None
+        hops = (*req.redirects, Hop(req.url, resp.status))
+        if canon is None:
+            # unusable or non-HTTP Location: the 3xx is the final response
+            await self._finish_response(lease, resp, attempts, not_before)
+            return
+        fragment = split_fragment(target or "")[1]
+        if len(hops) > self.settings.fetch.max_redirects:
+            await self._finish_error(
+                lease, attempts, "too_many_redirects",
+                f"more than {self.settings.fetch.max_redirects} redirects", not_before,
+                hops=hops, final=req.url,
+            )
+            return
+        visited = [h.url for h in hops]
+        force = False
+        if canon in visited:
+            # a loop; a cookie-setting self-redirect is followed once (RFC 6265 login dances)
+            if resp.header_all("set-cookie") and visited.count(canon) == 1:
+                force = True
+            else:
+                await self._finish_error(
+                    lease, attempts, "too_many_redirects", f"redirect loop back to {canon}",
+                    not_before, hops=hops, final=req.url,
+                )
+                return
+        if not c.scope.in_scope(canon):
+            decision = Decision.SCOPE.value
+        elif (
+            self.settings.scope.max_url_length is not None
+            and len(canon) > self.settings.scope.max_url_length
+        ):
+            decision = Decision.URL_LENGTH.value
+        else:
+            cont = Request(
+                url=canon,
+                depth=req.depth,
+                referer=req.referer,
+                origin_url=req.requested_url,
+                redirects=hops,
+                priority=req.priority,
+            )
+            result = await c.frontier.add([cont], force=force)
+            decision = Decision.QUEUED.value if canon in result.added_urls else Decision.SEEN.value
+        row = LinkRow(req.url, canon, fragment, "", "redirect", False, decision)
+        if decision == Decision.QUEUED.value:
+            c.links.write_rows([row])
+            self.stats.count_decisions(Counter({decision: 1}))
+            await c.frontier.ack(lease, not_before=not_before, status=resp.status)
+            return
+        # not followed: the chain ends here, with this 3xx as the final response
+        await self._finish_response(lease, resp, attempts, not_before, extra_rows=[row])
+
+    async def _finish_redirect_stop(self, lease: Lease, attempts: int, detail: str | None) -> None:
+        """Record a redirect chain whose next hop may not be fetched (robots)."""
+        req = lease.request
+        last = req.redirects[-1]
+        rec = PageRecord(
+            url=req.requested_url,
+            final_url=last.url,
+            status=last.status,
+            depth=req.depth,
+            content_type=None,
+            bytes=0,
+            sha1=None,
+            fetched_at=iso_utc(time.time()),
+            elapsed_s=0.0,
+            attempts=attempts,
+            redirects=list(req.redirects[:-1]),
+            error=None,
+            error_detail=detail,
+        )
+        self._write_record(rec, host_key(req.requested_url))
+        await self.components.frontier.ack(lease, not_before=self.clock())
+
+    async def _finish_error(
+        self,
+        lease: Lease,
+        attempts: int,
+        kind: str,
+        detail: str,
+        not_before: float,
+        *,
+        hops: tuple[Hop, ...] | None = None,
+        final: str | None = None,
+    ) -> None:
+        req = lease.request
+        rec = PageRecord(
+            url=req.requested_url,
+            final_url=final or req.url,
+            status=None,
+            depth=req.depth,
+            content_type=None,
+            bytes=0,
+            sha1=None,
+            fetched_at=iso_utc(time.time()),
+            elapsed_s=0.0,
+            attempts=attempts,
+            redirects=list(hops if hops is not None else req.redirects),
+            error=kind,
+            error_detail=detail,
+        )
+        self._write_record(rec, host_key(req.requested_url))
+        await self.components.frontier.ack(lease, not_before=not_before)
+        if self.hooks.on_error is not None:
+            await _maybe_await(self.hooks.on_error(rec))
+
+    async def _finish_response(
+        self,
+        lease: Lease,
+        resp: Response,
+        attempts: int,
+        not_before: float,
+        *,
+        extra_rows: Sequence[LinkRow] = (),
+    ) -> None:
+        c = self.components
+        req = lease.request
+        page: Page | None = None
+        rows: list[LinkRow] = list(extra_rows)
+        decisions: Counter[str] = Counter(r.decision for r in extra_rows)
+        if resp.body and _is_html(resp) and not (300 <= resp.status < 400):
+            page = c.extract(resp.body, req.url, resp.header("content-type"),
+                             _robots_header_values(resp))
+            new_rows, new_decisions = await self._decide_links(req, page)
+            rows.extend(new_rows)
+            decisions.update(new_decisions)
+        rec = PageRecord(
+            url=req.requested_url,
+            final_url=req.url,
+            status=resp.status,
+            depth=req.depth,
+            content_type=resp.content_type,
+            bytes=len(resp.body),
+            sha1=hashlib.sha1(resp.body).hexdigest(),
+            fetched_at=iso_utc(time.time()),
+            elapsed_s=resp.elapsed_s,
+            attempts=attempts,
+            redirects=list(req.redirects),
+            error=None,
+            error_detail=None,
+        )
+        # no await between these writes: the page's rows and record land together
+        if rows:
+            c.links.write_rows(rows)
+            self.stats.count_decisions(decisions)
+        self._write_record(rec, host_key(req.requested_url))
+        await c.frontier.ack(
+            lease,
+            not_before=not_before,
+            status=resp.status,
+            etag=resp.header("etag"),
+            last_modified=resp.header("last-modified"),
+        )
+        if self.hooks.on_page is not None:
+            await _maybe_await(self.hooks.on_page(rec, resp, page))
+
+    async def _decide_links(self, req: Request, page: Page) -> tuple[list[LinkRow], Counter[str]]:
+        c = self.components
+        rule = c.scope
+        link_filter = self.hooks.link_filter
+        child_depth = req.depth + 1
+        is_seed_page = req.depth == 0 and not req.redirects
+        rows: list[LinkRow] = []
+        pending: dict[str, int] = {}
+        to_add: list[Request] = []
+        source = req.url
+        for i, link in enumerate(page.links):
+            nofollow = link.nofollow or page.nofollow
+            decision, canon = rule.decide(
+                link.url, depth=child_depth, nofollow=nofollow, index=i, is_seed_page=is_seed_page
+            )
+            fragment = ""
+            if link.url is not None:
+                target_nofrag, fragment = split_fragment(link.url)
+            else:
+                target_nofrag = link.raw
+            target = canon if canon is not None else target_nofrag
+            if (
+                decision == Decision.QUEUED
+                and link_filter is not None
+                and not link_filter(source, link)
+            ):
+                decision = Decision.SCOPE
+            dec = decision.value
+            if decision == Decision.QUEUED and canon is not None:
+                if canon in pending or canon == source:
+                    dec = Decision.SEEN.value
+                else:
+                    pending[canon] = len(rows)
+                    to_add.append(Request(url=canon, depth=child_depth, referer=source))
+            rows.append(LinkRow(source, target, fragment, link.anchor, link.kind, nofollow, dec))
+        if to_add:
+            result = await c.frontier.add(to_add)
+            added = result.added_urls
+            for canon, idx in pending.items():
+                if canon not in added:
+                    rows[idx] = replace(rows[idx], decision=Decision.SEEN.value)
+        return rows, Counter(r.decision for r in rows)
+
+    def _write_record(self, rec: PageRecord, host: str) -> None:
+        self.components.pages.write(rec)
+        self.stats.count_record(host, rec.depth, rec.status, rec.error, rec.bytes)
+        self._since_checkpoint += 1
+        if self.progress is not None:
+            self.progress(self)
+
+    def _note(self, where: dict[str, list[str]], host: str, url: str) -> None:
+        lst = where[host]
+        if len(lst) < MAX_REPORTED_URLS:
+            lst.append(url)
+
+    # ------------------------------------------------------------------ durability
+
+    async def _maybe_checkpoint(self) -> None:
+        now = time.monotonic()
+        if now - self._run.last_checkpoint >= CHECKPOINT_EVERY_S:
+            await self._checkpoint()
+        if now - self._run.last_report >= REPORT_EVERY_S:
+            self._run.last_report = now
+            self._write_report()
+
+    async def _checkpoint(self) -> None:
+        """Commit the frontier and record the journal offsets that commit covers."""
+        c = self.components
+        self._run.last_checkpoint = time.monotonic()
+        # captured synchronously: the counters and offsets describe the same instant
+        data = {
+            "pages_offset": c.pages.offset(),
+            "links_offset": c.links.offset(),
+            "stats": self.stats.to_state(self._elapsed()),
+        }
+        await c.frontier.flush()
+        atomic_write_json(self.out_dir / CHECKPOINT_FILE, data)
+        c.save_cookies()
+        self._since_checkpoint = 0
+
+    def _elapsed(self) -> float:
+        return time.monotonic() - self._run.started if self._run.started else 0.0
+
+    async def _reconcile(self) -> None:
+        """Bring the frontier up to date with the journals after a crash (see module doc)."""
+        c = self.components
+        cp_path = self.out_dir / CHECKPOINT_FILE
+        cp: dict[str, Any] = read_json(cp_path) if cp_path.exists() else {}
+        pages_off = int(cp.get("pages_offset", 0))
+        links_off = int(cp.get("links_offset", 0))
+        self.stats = Stats.from_state(cp.get("stats", {}))
+        pages_path = self.out_dir / PAGES_FILE
+        links_path = self.out_dir / LINKS_FILE
+        recorded: dict[str, int] = {}  # final_url / url -> depth
+        done_urls: list[str] = []
+        if pages_path.exists():
+            size = pages_path.stat().st_size
+            if pages_off > size:
+                raise StateError(f"{pages_path} is shorter than its checkpoint; state is damaged")
+            with open(pages_path, "rb") as fh:
+                fh.seek(pages_off)
+                for line in fh:
+                    if not line.endswith(b"\n"):
+                        break
+                    try:
+                        r = json.loads(line)
+                    except ValueError:
+                        continue
+                    depth = int(r.get("depth") or 0)
+                    recorded[r["final_url"]] = depth
+                    recorded[r["url"]] = depth
+                    done_urls.append(r["url"])
+                    done_urls.append(r["final_url"])
+                    done_urls.extend(h["url"] for h in r.get("redirects") or ())
+                    self.stats.count_record(
+                        host_key(r["url"]), depth, r.get("status"), r.get("error"),
+                        int(r.get("bytes") or 0),
+                    )
+        if done_urls:
+            await c.frontier.mark_done(sorted(set(done_urls)))
+        readd: list[Request] = []
+        if links_path.exists():
+            readd = self._reconcile_links(links_path, links_off, recorded)
+        if readd:
+            await c.frontier.add(readd)
+        await c.frontier.flush()
+        log.info("resume: %d records and %d queued links replayed past the checkpoint",
+                 len(set(done_urls)), len(readd))
+
+    def _reconcile_links(
+        self, path: Path, offset: int, recorded: dict[str, int]
+    ) -> list[Request]:
+        """Replay links.tsv rows past ``offset``; cut a trailing block whose page has no record."""
+        from skitter.export.links import parse_row
+
+        rows: list[tuple[int, LinkRow]] = []
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            pos = offset
+            for line in fh:
+                start = pos
+                pos += len(line)
+                if not line.endswith(b"\n"):
+                    break
+                if start == 0 and line.startswith(b"source\t"):
+                    continue
+                row = parse_row(line.decode("utf-8", errors="replace"))
+                if row is not None:
+                    rows.append((start, row))
+        # rows of the page being written at the kill (no record) can only be the last block
+        if rows and rows[-1][1].source not in recorded:
+            src = rows[-1][1].source
+            cut = len(rows)
+            while cut > 0 and rows[cut - 1][1].source == src:
+                cut -= 1
+            cut_at = rows[cut][0]
+            rows = rows[:cut]
+            with open(path, "r+b") as fh:
+                fh.truncate(cut_at)
+        readd: list[Request] = []
+        decisions: Counter[str] = Counter()
+        for _, row in rows:
+            decisions[row.decision] += 1
+            if row.decision == Decision.QUEUED.value and row.kind != "redirect":
+                depth = recorded.get(row.source)
+                if depth is not None:
+                    readd.append(Request(url=row.target, depth=depth + 1, referer=row.source))
+        self.stats.count_decisions(decisions)
+        return readd
+
+    # ------------------------------------------------------------------ report
+
+    def report(self) -> dict[str, Any]:
+        """The report.json document: totals, robots decisions per host, frontier state."""
+        c = self.components
+        snap = self.snapshot()
+        robots = c.robots.snapshot()
+        for host, urls in self._robots_blocked.items():
+            robots.setdefault(host, {})["disallowed_urls"] = urls
+        for host, urls in self._robots_unreachable.items():
+            robots.setdefault(host, {})["unreachable_urls"] = urls
+        return {
+            "skitter": __version__,
+            "out_dir": str(self.out_dir),
+            "finished": self._finished,
+            "stop_reason": self._run.stop_reason or ("finished" if self._finished else ""),
+            "totals": snap.to_dict(),
+            "robots": robots,
+            "seeds": list(self.settings.seeds),
+        }
+
+    def _write_report(self) -> None:
+        if self._c is None:
+            return
+        atomic_write_json(self.out_dir / REPORT_FILE, self.report())
+
+
+async def _maybe_await(value: object) -> None:
+    if inspect.isawaitable(value):
+        await value
+

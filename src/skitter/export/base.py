@@ -1,0 +1,193 @@
+"""Shared plumbing for the crash-safe output writers.
+
+Crash-safety model (every writer in :mod:`skitter.export` follows it):
+
+* The file is opened ``O_WRONLY | O_APPEND`` and written with :func:`os.write`: there is no
+  Python-level buffer that a ``kill -9`` could lose. One *unit* (a pages.jsonl line, all
+  links.tsv rows of one page, both gzip members of one WARC exchange) is handed to the kernel
+  in a single ``os.write`` call (looped only if the kernel reports a short write).
+* Nothing is fsync'ed per unit; :meth:`AppendFile.sync` does ``fsync`` and is called by the
+  crawler at checkpoints (and by ``close``).
+* If the process dies in the middle of a write, the file ends in a partial unit. Each writer's
+  ``repair()`` cuts that partial tail so the file is valid again before anything is appended.
+* ``offset()`` is the file size in bytes (everything written so far) for checkpoints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from types import TracebackType
+from typing import Protocol, Self, runtime_checkable
+
+__all__ = ["AppendFile", "Writer", "fsync_dir", "truncate_partial_line"]
+
+_OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+_SCAN_BLOCK_BYTES = 64 * 1024
+
+
+@runtime_checkable
+class Writer(Protocol):
+    """What the crawler needs from every output writer (besides its own ``write`` method)."""
+
+    def offset(self) -> int:
+        """Bytes written to the current file so far (= its size), for checkpoints."""
+        ...
+
+    def sync(self) -> None:
+        """``fsync`` the current file so everything written so far survives a power loss."""
+        ...
+
+    def close(self) -> None:
+        """Sync and close; idempotent."""
+        ...
+
+
+def fsync_dir(directory: str | os.PathLike[str]) -> None:
+    """``fsync`` a directory so a newly created file's name is durable (best effort).
+
+    Errors are ignored: some filesystems do not allow opening or syncing directories.
+    """
+    try:
+        fd = os.open(os.fspath(directory), os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        with contextlib.suppress(OSError):
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class AppendFile:
+    """An append-only file written with unbuffered :func:`os.write` calls.
+
+    Args:
+        path: file to open (created with mode 0o644 if missing, never truncated).
+        exclusive: fail with :class:`FileExistsError` if the file already exists.
+
+    Raises:
+        OSError: the file cannot be opened.
+
+    Not thread-safe: one ``AppendFile`` per file per process.
+    """
+
+    __slots__ = ("_closed", "_fd", "_offset", "path")
+
+    def __init__(self, path: str | os.PathLike[str], *, exclusive: bool = False) -> None:
+        self.path = os.fspath(path)
+        flags = _OPEN_FLAGS | (os.O_EXCL if exclusive else 0)
+        existed = os.path.exists(self.path)
+        self._fd = os.open(self.path, flags, 0o644)
+        self._closed = False
+        self._offset = os.fstat(self._fd).st_size
+        if not existed:
+            fsync_dir(os.path.dirname(os.path.abspath(self.path)))
+
+    def write(self, data: bytes) -> int:
+        """Append ``data`` (one unit) with a single ``os.write`` call; return its length in bytes.
+
+        A short write (rare for regular files) is continued until everything is written. If
+        writing fails part-way (e.g. ``ENOSPC``), the bytes of this unit already written are cut
+        off again, so no partial unit is left in the middle of the file, and the error is
+        re-raised.
+
+        Raises:
+            ValueError: the file is closed.
+            OSError: the write failed.
+        """
+        if self._closed:
+            raise ValueError(f"write to closed file {self.path}")
+        view = memoryview(data)
+        written = 0
+        try:
+            while written < len(view):
+                written += os.write(self._fd, view[written:])
+        except BaseException:
+            if written:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(self._fd, os.fstat(self._fd).st_size - written)
+            raise
+        self._offset += written
+        return written
+
+    def offset(self) -> int:
+        """Size of the file in bytes (everything written so far).
+
+        Read with ``fstat`` while open, so it stays right if another party truncated the file
+        (e.g. a resume cutting an orphan tail); after :meth:`close`, the last known size.
+        """
+        if not self._closed:
+            self._offset = os.fstat(self._fd).st_size
+        return self._offset
+
+    def sync(self) -> None:
+        """``fsync`` the file. No-op once closed.
+
+        Raises:
+            OSError: fsync failed.
+        """
+        if not self._closed:
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        """Sync and close the file; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            os.fsync(self._fd)
+        finally:
+            os.close(self._fd)
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._closed
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def truncate_partial_line(path: str | os.PathLike[str]) -> int:
+    """Cut everything after the last ``b"\\n"`` of a line-oriented file.
+
+    A file that does not end in a newline ends with a line cut short by a crash; removing it
+    makes the file valid again. A missing file is left missing.
+
+    Returns:
+        The number of bytes removed (0 if the file was already whole, empty or missing).
+
+    Raises:
+        OSError: the file cannot be read or truncated.
+    """
+    try:
+        size = os.path.getsize(path)
+    except FileNotFoundError:
+        return 0
+    if size == 0:
+        return 0
+    with open(path, "rb") as f:
+        end = size
+        keep = 0
+        while end > 0:
+            start = max(0, end - _SCAN_BLOCK_BYTES)
+            f.seek(start)
+            block = f.read(end - start)
+            nl = block.rfind(b"\n")
+            if nl >= 0:
+                keep = start + nl + 1
+                break
+            end = start
+    cut = size - keep
+    if cut:
+        os.truncate(path, keep)
+    return cut

@@ -1,0 +1,540 @@
+"""WARC 1.1 output: one ``request`` + one ``response`` record per HTTP exchange.
+
+Files are named ``{prefix}-{YYYYMMDDhhmmss}-{serial:05d}.warc.gz`` (UTC time of creation, serial
+counting on from the highest one already in the directory; WARC 1.1 Annex B) and start with a
+``warcinfo`` record (WARC 1.1 §6.2). Every record is its own gzip member (WARC 1.1 Annex A,
+"record-at-time compression"), so a reader can seek to any record and a file cut by a crash
+can be repaired by dropping the last, incomplete member.
+
+Records are serialised with FastWARC (``WarcRecord.write`` into a ``GzipWriter``, calling
+``finish()`` after each record so each becomes its own member: without it FastWARC 2.x writes one
+gzip stream that warcio refuses). FastWARC was measured faster than building the members with
+:mod:`zlib` directly: for 10k records (5k exchanges) of 50 kB HTML at level 6, ≈ 2,000-2,230
+vs 1,340-1,490 records per CPU-second (same file size, both pass ``warcio check``).
+
+Crash safety (see :mod:`skitter.export.base`): both members of an exchange are appended with one
+``os.write``; :meth:`WarcWriter.repair` cuts a partial last member, and a ``request`` record left
+without its ``response``.
+
+Stored HTTP messages:
+
+* request block (WARC 1.1 §6.5): ``GET /path?query HTTP/1.1``, the request headers as sent with
+  ``Host`` first, then an empty line.
+* response block (WARC 1.1 §6.3): ``HTTP/{version} {status} {reason}``, the response headers in
+  wire order, an empty line, then :attr:`Response.raw_body` (still content-encoded, as received).
+  The fetcher removes chunked transfer coding, so the stored body is *not* chunked; a
+  ``Transfer-Encoding`` header is therefore stored renamed to
+  ``X-Skitter-Orig-Transfer-Encoding`` (else WARC readers would try to de-chunk a plain body).
+  ``Content-Encoding`` and ``Content-Length`` are kept as the server sent them (the latter may
+  not match the stored body for HEAD answers or truncated bodies).
+* ``WARC-Block-Digest`` is the SHA-1 of the block and ``WARC-Payload-Digest`` the SHA-1 of the
+  entity body as stored (``raw_body``), both ``sha1:`` + base32, as warcio computes them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+import time
+import uuid
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Self
+from urllib.parse import quote, urlsplit
+
+from fastwarc.stream_io import GzipWriter
+from fastwarc.warc import WarcRecord, WarcRecordType
+
+from skitter import __version__
+from skitter.export.base import AppendFile
+from skitter.models import Response
+
+__all__ = [
+    "DEFAULT_SOFTWARE",
+    "ORIG_TRANSFER_ENCODING",
+    "WarcWriter",
+    "WarcWritten",
+    "build_request_block",
+    "build_response_head",
+]
+
+#: ``software`` field of the warcinfo record unless given.
+DEFAULT_SOFTWARE = f"Skitter/{__version__}"
+#: Name a response's ``Transfer-Encoding`` header is stored under (the stored body is de-chunked).
+ORIG_TRANSFER_ENCODING = "X-Skitter-Orig-Transfer-Encoding"
+
+_WARC_FORMAT = "WARC File Format 1.1"
+_CONFORMS_TO = "http://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"
+_REQUEST_TYPE = "application/http;msgtype=request"
+_RESPONSE_TYPE = "application/http;msgtype=response"
+_TARGET_SAFE = "!#$%&'()*+,-./:;=?@[]_~"
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_SCAN_CHUNK_BYTES = 1 << 20
+_HEAD_KEEP_BYTES = 1024
+_WARC_TYPE_RE = re.compile(rb"\r\nWARC-Type:[ \t]*([A-Za-z]+)", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class WarcWritten:
+    """Where one exchange went.
+
+    Attributes:
+        path: the WARC file.
+        offset: byte offset of the request record's gzip member in ``path``.
+        length: compressed bytes of both members (request + response).
+        response_offset: byte offset of the response record's gzip member (for CDX indexes).
+        request_id / response_id: the ``WARC-Record-ID`` values (``<urn:uuid:...>``).
+    """
+
+    path: str
+    offset: int
+    length: int
+    response_offset: int
+    request_id: str
+    response_id: str
+
+
+def _clean(text: str) -> str:
+    """Header text safe for one header line (CR/LF replaced with a space)."""
+    if "\r" in text or "\n" in text:
+        return text.replace("\r", " ").replace("\n", " ")
+    return text
+
+
+def _encode_http(text: str) -> bytes:
+    """HTTP header text as bytes: latin-1 (round-trips Response headers), else UTF-8."""
+    try:
+        return text.encode("latin-1")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace")
+
+
+def _host_header(url: str) -> str:
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if port is not None and port != _DEFAULT_PORTS.get(parts.scheme.lower()):
+        host = f"{host}:{port}"
+    return host
+
+
+def build_request_block(
+    url: str, headers: Sequence[tuple[str, str]], *, method: str = "GET"
+) -> bytes:
+    """The HTTP request as stored in a WARC ``request`` record block (WARC 1.1 §6.5).
+
+    Shape: ``{method} {path}[?{query}] HTTP/1.1\\r\\n`` + ``Name: value\\r\\n`` per header
+    (``Host`` first; derived from ``url`` if absent, default port omitted) + ``\\r\\n``.
+    Non-ASCII characters of the path/query are percent-encoded as UTF-8; CR/LF inside header
+    text become spaces; text is encoded latin-1 (UTF-8 if not representable).
+    """
+    parts = urlsplit(url)
+    target = parts.path or "/"
+    if parts.query:
+        target = f"{target}?{parts.query}"
+    target = quote(target, safe=_TARGET_SAFE)
+    host = [(k, v) for k, v in headers if k.lower() == "host"]
+    rest = [(k, v) for k, v in headers if k.lower() != "host" and k]
+    if not host:
+        host = [("Host", _host_header(url))]
+    lines = [f"{_clean(method)} {target} HTTP/1.1"]
+    lines.extend(f"{_clean(k)}: {_clean(v)}" for k, v in (*host, *rest))
+    return _encode_http("\r\n".join(lines) + "\r\n\r\n")
+
+
+def build_response_head(response: Response) -> bytes:
+    """The HTTP status line and headers as stored in a ``response`` record (WARC 1.1 §6.3).
+
+    Shape: ``HTTP/{version} {status} {reason}\\r\\n`` + ``Name: value\\r\\n`` per header in wire
+    order + ``\\r\\n``; the entity body (``raw_body``) follows it in the record block.
+    ``Transfer-Encoding`` is renamed :data:`ORIG_TRANSFER_ENCODING` because the stored body is
+    not chunked; CR/LF inside header text become spaces.
+    """
+    lines = [f"HTTP/{response.http_version} {response.status} {_clean(response.reason)}"]
+    for name, value in response.headers:
+        if not name:
+            continue
+        if name.lower() == "transfer-encoding":
+            name = ORIG_TRANSFER_ENCODING
+        lines.append(f"{_clean(name)}: {_clean(value)}")
+    return _encode_http("\r\n".join(lines) + "\r\n\r\n")
+
+
+def _record_id() -> tuple[bytes, str]:
+    """A fresh record id as (urn for FastWARC, header value ``<urn:uuid:...>``)."""
+    urn = f"uuid:{uuid.uuid4()}"
+    return urn.encode("ascii"), f"<urn:{urn}>"
+
+
+class WarcWriter:
+    """Writes HTTP exchanges to rotating, per-record-gzipped WARC 1.1 files.
+
+    Args:
+        directory: where the ``.warc.gz`` files go (created if missing).
+        prefix: file name prefix; also the warcinfo ``isPartOf`` unless ``is_part_of`` is given.
+        max_bytes: rotate to a new file before a write that would make the current one larger
+            than this (bytes). A single exchange larger than that still goes into one file.
+        software: warcinfo ``software`` field.
+        is_part_of: warcinfo ``isPartOf`` field (default: ``prefix``).
+        compression_level: gzip level (1-9) of each member.
+        warcinfo_fields: extra ``(name, value)`` fields for each warcinfo record.
+        clock: returns Unix time in seconds; used for file names and default ``WARC-Date``.
+
+    Files are created lazily (the first on the first :meth:`write_exchange`); an existing file
+    is never appended to. Not thread-safe; one writer per directory and prefix.
+
+    Raises:
+        ValueError: ``max_bytes`` < 1, bad ``compression_level`` or a prefix containing a path
+            separator.
+        OSError: the directory cannot be created.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        prefix: str = "skitter",
+        max_bytes: int = 1024**3,
+        software: str = DEFAULT_SOFTWARE,
+        is_part_of: str | None = None,
+        compression_level: int = 6,
+        warcinfo_fields: Sequence[tuple[str, str]] = (),
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if max_bytes < 1:
+            raise ValueError(f"max_bytes must be >= 1, got {max_bytes}")
+        if not 1 <= compression_level <= 9:
+            raise ValueError(f"compression_level must be 1..9, got {compression_level}")
+        if not prefix or "/" in prefix or os.sep in prefix:
+            raise ValueError(f"bad WARC file prefix {prefix!r}")
+        self.directory = os.fspath(directory)
+        self.prefix = prefix
+        self.max_bytes = max_bytes
+        self.software = software
+        self.is_part_of = is_part_of if is_part_of is not None else prefix
+        self.compression_level = compression_level
+        self.warcinfo_fields = tuple(warcinfo_fields)
+        self._clock = clock
+        os.makedirs(self.directory, exist_ok=True)
+        existing = _list_files(self.directory, prefix)
+        self._serial = existing[-1][0] + 1 if existing else 0
+        self._file: AppendFile | None = None
+        self._exchanges_in_file = 0
+        self._files: list[str] = []
+        self._closed = False
+        self._buf = io.BytesIO()
+        self._gz = GzipWriter(self._buf, compression_level=compression_level)
+
+    # -- properties -------------------------------------------------------------------------
+
+    @property
+    def files(self) -> list[str]:
+        """Paths of the files this writer created, oldest first (a copy)."""
+        return list(self._files)
+
+    @property
+    def current_path(self) -> str | None:
+        """The file being written, or None before the first write / after close."""
+        return self._file.path if self._file is not None else None
+
+    def offset(self) -> int:
+        """Size in bytes of the current file (0 before the first write / after close)."""
+        return self._file.offset() if self._file is not None else 0
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def write_exchange(
+        self,
+        request_url: str,
+        response: Response,
+        request_headers_block: bytes | None = None,
+        *,
+        ip: str | None = None,
+        method: str = "GET",
+        fetched_at: float | None = None,
+        truncated: str | None = None,
+    ) -> WarcWritten:
+        """Append a ``request`` and a ``response`` record for one HTTP exchange.
+
+        Both records share ``WARC-Target-URI`` (``request_url``) and ``WARC-Date``, point at each
+        other with ``WARC-Concurrent-To`` (WARC 1.1 §5.7) and carry ``WARC-IP-Address`` when
+        known. Both gzip members go to the file in one ``os.write``; the file is rotated first
+        if the write would take it over ``max_bytes``.
+
+        Args:
+            request_url: the URL requested (``WARC-Target-URI``).
+            response: the response; its ``headers``, ``raw_body``, ``status``, ``reason``,
+                ``http_version`` and ``request_headers`` are stored.
+            request_headers_block: the exact request bytes as sent (request line, headers, empty
+                line); if None it is built by :func:`build_request_block` from
+                ``response.request_headers``.
+            ip: server IP address (``WARC-IP-Address``); default ``response.peer_ip``.
+            method: HTTP method for the built request line.
+            fetched_at: Unix time in seconds of the request (``WARC-Date``, microseconds);
+                default: the clock's now.
+            truncated: ``WARC-Truncated`` reason for the response (WARC 1.1: "length", "time",
+                "disconnect", "unspecified") if ``raw_body`` is incomplete.
+
+        Returns:
+            Where the records went (:class:`WarcWritten`).
+
+        Raises:
+            ValueError: the writer is closed.
+            OSError: a file could not be created or written (no partial exchange is left).
+        """
+        if self._closed:
+            raise ValueError("write to a closed WarcWriter")
+        date = datetime.fromtimestamp(self._clock() if fetched_at is None else fetched_at, tz=UTC)
+        ip = ip if ip is not None else response.peer_ip
+        req_urn, req_id = _record_id()
+        resp_urn, resp_id = _record_id()
+
+        if request_headers_block is None:
+            req_block = build_request_block(request_url, response.request_headers, method=method)
+        else:
+            req_block = request_headers_block
+            if not req_block.endswith(b"\r\n\r\n"):
+                req_block += b"\r\n" if req_block.endswith(b"\r\n") else b"\r\n\r\n"
+        resp_head = build_response_head(response)
+        payload = response.raw_body
+
+        common = [("WARC-Target-URI", request_url)]
+        if ip:
+            common.append(("WARC-IP-Address", ip))
+        req_headers = [
+            *common,
+            ("WARC-Concurrent-To", resp_id),
+            ("Content-Type", _REQUEST_TYPE),
+        ]
+        resp_headers = [
+            *common,
+            ("WARC-Concurrent-To", req_id),
+            ("Content-Type", _RESPONSE_TYPE),
+        ]
+        if truncated:
+            resp_headers.append(("WARC-Truncated", truncated))
+
+        req_bytes = self._encode(WarcRecordType.request, req_urn, date, req_headers, req_block, b"")
+        resp_bytes = self._encode(
+            WarcRecordType.response, resp_urn, date, resp_headers, resp_head + payload, payload
+        )
+        data = req_bytes + resp_bytes
+
+        file = self._file_for(len(data))
+        start = file.offset()
+        file.write(data)
+        self._exchanges_in_file += 1
+        return WarcWritten(
+            path=file.path,
+            offset=start,
+            length=len(data),
+            response_offset=start + len(req_bytes),
+            request_id=req_id,
+            response_id=resp_id,
+        )
+
+    def _encode(
+        self,
+        record_type: WarcRecordType,
+        urn: bytes,
+        date: datetime,
+        headers: Sequence[tuple[str, str]],
+        block: bytes,
+        payload: bytes | None,
+    ) -> bytes:
+        """One record as one complete gzip member (FastWARC write + finish)."""
+        record = WarcRecord()
+        record.init_headers(record_type, urn)
+        record.record_date = date
+        for name, value in headers:
+            record.headers.append(name, value)
+        record.set_bytes_content(block)
+        digest = hashlib.sha1(payload).digest() if payload is not None else None
+        try:
+            record.write(self._gz, checksum_data=True, payload_digest=digest)
+            self._gz.finish()
+            data = self._buf.getvalue()
+        except BaseException:
+            # The compressor may hold half a member: start over with a fresh one.
+            self._buf = io.BytesIO()
+            self._gz = GzipWriter(self._buf, compression_level=self.compression_level)
+            raise
+        self._buf.seek(0)
+        self._buf.truncate()
+        return data
+
+    def _file_for(self, nbytes: int) -> AppendFile:
+        """The file the next ``nbytes`` go to, rotating or creating as needed."""
+        if self._file is not None and (
+            self._exchanges_in_file > 0 and self._file.offset() + nbytes > self.max_bytes
+        ):
+            self._file.close()
+            self._file = None
+        if self._file is None:
+            self._file = self._open_next()
+        return self._file
+
+    def _open_next(self) -> AppendFile:
+        stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime(self._clock()))
+        while True:
+            name = f"{self.prefix}-{stamp}-{self._serial:05d}.warc.gz"
+            path = os.path.join(self.directory, name)
+            self._serial += 1
+            try:
+                file = AppendFile(path, exclusive=True)
+            except FileExistsError:
+                continue
+            break
+        fields = [
+            ("software", self.software),
+            ("format", _WARC_FORMAT),
+            ("conformsTo", _CONFORMS_TO),
+            ("isPartOf", self.is_part_of),
+            *self.warcinfo_fields,
+        ]
+        block = "".join(f"{_clean(k)}: {_clean(v)}\r\n" for k, v in fields).encode("utf-8")
+        urn, _ = _record_id()
+        try:
+            info = self._encode(
+                WarcRecordType.warcinfo,
+                urn,
+                datetime.fromtimestamp(self._clock(), tz=UTC),
+                [("WARC-Filename", name), ("Content-Type", "application/warc-fields")],
+                block,
+                None,
+            )
+            file.write(info)
+        except BaseException:
+            file.close()
+            raise
+        self._files.append(path)
+        self._exchanges_in_file = 0
+        return file
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def sync(self) -> None:
+        """``fsync`` the current file (call at checkpoints); no-op before the first write.
+
+        Raises:
+            OSError: fsync failed.
+        """
+        if self._file is not None:
+            self._file.sync()
+
+    def close(self) -> None:
+        """Sync and close the current file; idempotent. Later writes raise ValueError."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        self._gz.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- recovery ---------------------------------------------------------------------------
+
+    @classmethod
+    def repair(
+        cls, directory: str | os.PathLike[str], *, prefix: str = "skitter"
+    ) -> list[tuple[str, int]]:
+        """Make the newest ``{prefix}-*.warc.gz`` file in ``directory`` valid after a crash.
+
+        Scans its gzip members (``zlib`` with ``wbits=31``, following ``unused_data``) and
+        truncates it at the end of the last complete member whose content starts like a WARC
+        record; if that last record is a ``request`` (its ``response`` was lost), it is cut too.
+        A file left without any complete record is deleted. Only the newest file (highest
+        serial) can be partial: files are never reopened, and rotation happens between writes.
+
+        Returns:
+            ``[(path, bytes_cut)]`` for the file changed, or ``[]`` if nothing was cut.
+
+        Raises:
+            OSError: the directory or file cannot be read, truncated or removed.
+        """
+        files = _list_files(os.fspath(directory), prefix)
+        if not files:
+            return []
+        path = files[-1][1]
+        size = os.path.getsize(path)
+        keep = _complete_length(path)
+        if keep == size:
+            return []
+        if keep == 0:
+            os.remove(path)
+        else:
+            os.truncate(path, keep)
+        return [(path, size - keep)]
+
+
+def _list_files(directory: str, prefix: str) -> list[tuple[int, str]]:
+    """``(serial, path)`` of this prefix's WARC files in ``directory``, by serial then name."""
+    pattern = re.compile(rf"^{re.escape(prefix)}-\d{{14}}-(\d{{5,}})\.warc\.gz$")
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    found = []
+    for name in names:
+        m = pattern.match(name)
+        if m:
+            found.append((int(m.group(1)), name))
+    found.sort()
+    return [(serial, os.path.join(directory, name)) for serial, name in found]
+
+
+def _complete_length(path: str) -> int:
+    """Bytes of ``path`` made of complete WARC gzip members, minus a trailing lone request."""
+    good_end = 0  # end of the last complete member
+    before_last = 0  # end of the member before it
+    last_is_request = False
+    read_pos = 0
+    with open(path, "rb") as f:
+        d = zlib.decompressobj(wbits=31)
+        head = b""
+        pending = b""
+        while True:
+            if not pending:
+                pending = f.read(_SCAN_CHUNK_BYTES)
+                if not pending:
+                    break
+                read_pos += len(pending)
+            try:
+                out = d.decompress(pending)
+            except zlib.error:
+                break
+            if len(head) < _HEAD_KEEP_BYTES:
+                head += out[: _HEAD_KEEP_BYTES - len(head)]
+            if not d.eof:
+                pending = b""
+                continue
+            if not head.startswith(b"WARC/"):
+                break
+            m = _WARC_TYPE_RE.search(head)
+            before_last, good_end = good_end, read_pos - len(d.unused_data)
+            last_is_request = m is not None and m.group(1).lower() == b"request"
+            pending = d.unused_data
+            d = zlib.decompressobj(wbits=31)
+            head = b""
+    return before_last if last_is_request else good_end

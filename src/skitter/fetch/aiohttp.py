@@ -1,0 +1,563 @@
+"""The aiohttp :class:`~skitter.fetch.base.Fetcher`: one session, deadlines, capped decoding.
+
+Deadlines (all in seconds, from :class:`~skitter.settings.FetchSettings`):
+
+- ``timeout_s``: whole fetch (DNS + connect + request + headers + body), enforced with
+  :func:`asyncio.timeout` around everything, so a server trickling one byte per second (in the
+  headers or the body) is cut off at ``timeout_s`` (case C19). Detail "timeout (total deadline)".
+- ``read_timeout_s``: idle read, no byte received for that long (aiohttp ``sock_read``).
+  Detail "timeout (idle read)".
+- ``connect_timeout_s``: TCP (and TLS) connect (aiohttp ``sock_connect``). Detail
+  "timeout (connect)".
+
+Bodies are read chunk by chunk and decoded as they arrive by
+:class:`~skitter.fetch.decode.ContentDecoder` with a cap on the decoded size (case C13); the
+raw (encoded) size is capped at the same number. Going over aborts the connection (it is
+closed, not drained) and raises :class:`~skitter.errors.BodyTooLarge`.
+
+aiohttp removes the chunked transfer coding: ``Response.raw_body`` is the *content-encoded*
+body without chunk framing, while ``Response.headers`` still says
+``Transfer-Encoding: chunked``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import ssl
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import aiohttp
+from aiohttp.client_proto import ResponseHandler
+from aiohttp.client_reqrep import ClientResponse
+from aiohttp.connector import Connection
+from multidict import CIMultiDict
+from yarl import URL
+
+from skitter.errors import (
+    BodyTooLarge,
+    ConnectError,
+    FetchError,
+    FetchTimeout,
+    ProtocolError,
+)
+from skitter.fetch.decode import ACCEPT_ENCODING, ContentDecoder, parse_content_encoding
+from skitter.fetch.resolver import SkitterResolver, is_ip_literal
+from skitter.models import Request, Response
+from skitter.settings import FetchSettings
+
+__all__ = ["DEFAULT_ACCEPT", "MAX_FIELD_SIZE", "MAX_HEADERS", "MAX_LINE_SIZE", "AiohttpFetcher"]
+
+#: ``Accept`` sent unless ``FetchSettings.headers`` overrides it.
+DEFAULT_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+#: Longest status line / header line accepted, in bytes (aiohttp's default, set explicitly).
+MAX_LINE_SIZE = 8190
+#: Longest header field (name + value, folded lines joined), in bytes.
+MAX_FIELD_SIZE = 8190
+#: Most header fields accepted in one response.
+MAX_HEADERS = 256
+#: Read buffer size in bytes (also roughly the largest chunk handed to the decoder).
+READ_BUFSIZE = 64 * 1024
+#: While a body read is idle, how often (s) to look for a parser error aiohttp did not
+#: deliver to the body stream (aiohttp 3.14 leaves the reader waiting when a chunk-size line
+#: arriving after the headers is malformed).
+_STALL_CHECK_S = 0.5
+
+_NO_BODY_STATUSES = frozenset({204, 304})
+
+
+class _PeerResponse(ClientResponse):
+    """ClientResponse that remembers the peer address (the connection may be released early)."""
+
+    skitter_peer: str | None = None
+    skitter_protocol: ResponseHandler | None = None
+
+    async def start(self, connection: Connection) -> ClientResponse:
+        self.skitter_protocol = connection.protocol
+        transport = connection.transport
+        if transport is not None:
+            peer = transport.get_extra_info("peername")
+            if isinstance(peer, tuple) and peer:
+                self.skitter_peer = str(peer[0])
+        return await super().start(connection)
+
+
+@dataclass(slots=True)
+class _Progress:
+    """What one fetch got to, for error details."""
+
+    phase: str = "connect"  # queue -> dns -> connect -> headers -> body
+    raw_bytes: int = 0
+    decoded_bytes: int = 0
+    content_length: int | None = None
+    chunked: bool = False
+
+
+def _phase_setter(
+    phase: str,
+) -> Callable[[aiohttp.ClientSession, SimpleNamespace, object], Awaitable[None]]:
+    async def set_phase(
+        _session: aiohttp.ClientSession, ctx: SimpleNamespace, _params: object
+    ) -> None:
+        progress = getattr(ctx, "trace_request_ctx", None)
+        if isinstance(progress, _Progress):
+            progress.phase = phase
+
+    return set_phase
+
+
+def _trace_config() -> aiohttp.TraceConfig:
+    """Trace hooks recording which phase a fetch is in (for timeout details)."""
+    tc = aiohttp.TraceConfig()
+    tc.on_connection_queued_start.append(_phase_setter("queue"))
+    tc.on_dns_resolvehost_start.append(_phase_setter("dns"))
+    tc.on_connection_create_start.append(_phase_setter("connect"))
+    tc.on_request_headers_sent.append(_phase_setter("headers"))
+    return tc
+
+
+def _content_length(headers: tuple[tuple[str, str], ...]) -> int | None:
+    values = {v.strip() for k, v in headers if k.lower() == "content-length"}
+    if len(values) != 1:
+        return None
+    value = values.pop()
+    return int(value) if value.isdigit() else None
+
+
+class AiohttpFetcher:
+    """:class:`~skitter.fetch.base.Fetcher` on one :class:`aiohttp.ClientSession`.
+
+    Connections are kept alive and pooled (at most ``concurrency`` in total and
+    ``host_concurrency`` per host); names go through :class:`SkitterResolver` (``resolve``
+    overrides, DNS cache of ``dns_cache_ttl_s`` s, private-address guard); cookies are kept
+    per host across requests and can be saved/loaded for ``--resume``.
+
+    Create and use it inside a running event loop; close it with :meth:`aclose` (or use
+    ``async with``).
+
+    Args:
+        settings: user agent, extra headers, deadlines (s), body cap (bytes), proxy, DNS.
+        concurrency: connections open at once overall.
+        host_concurrency: connections open at once per host (0 = unlimited).
+        clock: monotonic clock in seconds, used for ``Response.elapsed_s`` and the DNS cache.
+        resolver: resolver to use; default one built from ``settings``.
+
+    Attributes:
+        resolver: the :class:`SkitterResolver` (``allow_host``, ``lookup``, ``lookups``).
+    """
+
+    def __init__(
+        self,
+        settings: FetchSettings,
+        *,
+        concurrency: int = 64,
+        host_concurrency: int = 8,
+        clock: Callable[[], float] = time.monotonic,
+        resolver: SkitterResolver | None = None,
+    ) -> None:
+        self.settings = settings
+        self._concurrency = concurrency
+        self._host_concurrency = host_concurrency
+        self._clock = clock
+        self.resolver = resolver or SkitterResolver(
+            resolve=settings.resolve,
+            resolve_only=settings.resolve_only,
+            allow_private=settings.allow_private,
+            cache_ttl_s=settings.dns_cache_ttl_s,
+            clock=clock,
+        )
+        if settings.proxy:
+            proxy_host = URL(settings.proxy).host
+            if proxy_host:
+                self.resolver.allow_host(proxy_host)  # the proxy may well be on a private net
+        self._jar: aiohttp.CookieJar | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self._closed = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def cookie_jar(self) -> aiohttp.CookieJar:
+        """The cookie jar (created on first use; needs a running event loop)."""
+        if self._jar is None:
+            # unsafe=True: also keep cookies set by IP-address hosts.
+            self._jar = aiohttp.CookieJar(unsafe=True)
+        return self._jar
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        if self._closed:
+            raise RuntimeError("AiohttpFetcher is closed")
+        if self._session is None:
+            s = self.settings
+            connector = aiohttp.TCPConnector(
+                limit=self._concurrency,
+                limit_per_host=self._host_concurrency,
+                resolver=self.resolver,
+                # The resolver caches (TTL dns_cache_ttl_s) and checks addresses on every
+                # connection; a second cache in the connector would skip that check.
+                use_dns_cache=False,
+            )
+            timeout = aiohttp.ClientTimeout(
+                total=None,  # the whole-fetch deadline is asyncio.timeout in fetch()
+                sock_connect=s.connect_timeout_s,
+                sock_read=s.read_timeout_s,
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                timeout=timeout,
+                cookie_jar=self.cookie_jar,
+                auto_decompress=False,
+                response_class=_PeerResponse,
+                read_bufsize=READ_BUFSIZE,
+                max_line_size=MAX_LINE_SIZE,
+                max_field_size=MAX_FIELD_SIZE,
+                max_headers=MAX_HEADERS,
+                trust_env=False,
+                trace_configs=[_trace_config()],
+            )
+        return self._session
+
+    async def aclose(self) -> None:
+        """Close all connections and the resolver. Idempotent."""
+        self._closed = True
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+        await self.resolver.close()
+
+    async def __aenter__(self) -> AiohttpFetcher:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def save_cookies(self, path: str | os.PathLike[str]) -> None:
+        """Write the cookie jar to ``path`` (JSON, atomically: temp file + ``os.replace``)."""
+        target = Path(path)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        try:
+            self.cookie_jar.save(tmp)
+            os.replace(tmp, target)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+
+    def load_cookies(self, path: str | os.PathLike[str]) -> None:
+        """Replace the jar's cookies with those saved at ``path``; a missing file is ignored.
+
+        Call it from inside the event loop (the jar needs a running loop), before fetching.
+        """
+        if Path(path).exists():
+            self.cookie_jar.load(Path(path))
+
+    # ------------------------------------------------------------------ resolver helpers
+
+    def allow_host(self, host: str) -> None:
+        """Let ``host`` (e.g. a seed's) be fetched even if it resolves to a private address."""
+        self.resolver.allow_host(host)
+
+    async def lookup_url(self, url: str) -> list[str]:
+        """The IP addresses ``url``'s host:port would connect to (cached, honours ``resolve``).
+
+        Lets the crawler group hosts by IP (``--ip-concurrency``). An IP-literal host gives
+        itself.
+
+        Raises:
+            ConnectError: kind "dns" (lookup failed, or unmapped under ``resolve_only``) or
+                "blocked_address".
+            ProtocolError: ``url`` has no host.
+        """
+        try:
+            parsed = URL(url, encoded=True)
+        except (ValueError, TypeError) as exc:
+            raise ProtocolError(f"invalid url: {exc}") from exc
+        if not parsed.raw_host:
+            raise ProtocolError(f"invalid url: {url!r} has no host")
+        return await self.resolver.lookup(parsed.raw_host, parsed.port or 0)
+
+    # ------------------------------------------------------------------ fetching
+
+    def _request_headers(self, request: Request) -> CIMultiDict[str]:
+        s = self.settings
+        headers: CIMultiDict[str] = CIMultiDict()
+        headers["User-Agent"] = s.user_agent
+        headers["Accept"] = DEFAULT_ACCEPT
+        headers["Accept-Encoding"] = ACCEPT_ENCODING
+        overridden: set[str] = set()
+        for name, value in s.headers:
+            low = name.lower()
+            if low in headers and low not in overridden:
+                headers[name] = value  # replaces the default of that name
+                overridden.add(low)
+            else:
+                headers.add(name, value)
+        if request.referer:
+            headers["Referer"] = request.referer
+        return headers
+
+    async def fetch(
+        self, request: Request, *, method: str = "GET", max_body_bytes: int | None = None
+    ) -> Response:
+        """Fetch ``request.url`` once (no redirects followed) and return the response.
+
+        The URL is sent exactly as given (``yarl.URL(url, encoded=True)``, no re-encoding).
+        Sent headers: User-Agent, Accept, ``Accept-Encoding: gzip, deflate, br, zstd`` (only
+        codings decoded here), ``settings.headers``, ``Referer`` if ``request.referer`` is set,
+        cookies from the jar.
+
+        Args:
+            request: what to fetch.
+            method: "GET" or "HEAD" (no body is read for HEAD).
+            max_body_bytes: cap in bytes on the decoded body (and on the raw body);
+                None = ``settings.max_body_bytes``.
+
+        Returns:
+            :class:`~skitter.models.Response`: ``headers`` from the raw header bytes decoded
+            latin-1 (``value.encode("latin-1")`` gives the wire bytes, e.g. a raw UTF-8
+            ``Location``), ``raw_body`` as received (content-encoded, de-chunked), ``body``
+            decoded, ``request_headers`` as sent, ``peer_ip``, ``elapsed_s`` in seconds.
+            4xx/5xx are returned, not raised.
+
+        Raises:
+            FetchTimeout: "timeout (total deadline)", "timeout (idle read)" or
+                "timeout (connect)"; ``bytes_read`` = decoded body bytes so far.
+            ConnectError: kind "dns" (lookup failed / not in the resolve map with
+                resolve_only), "connect" (refused, reset, unreachable, proxy failure),
+                "tls", "blocked_address".
+            BodyTooLarge: the decoded or raw body passed the cap, or Content-Length did.
+            ProtocolError: "incomplete body: N of M bytes", bad status line or headers
+                (e.g. a header line over 8190 bytes), server disconnected,
+                "content decoding failed: ...".
+        """
+        s = self.settings
+        cap = s.max_body_bytes if max_body_bytes is None else max_body_bytes
+        method = method.upper()
+        progress = _Progress()
+        start = self._clock()
+        deadline = asyncio.timeout(s.timeout_s)
+        try:
+            async with deadline:
+                return await self._fetch(request, method, cap, progress, start)
+        except Exception as exc:
+            if deadline.expired():
+                raise FetchTimeout(
+                    f"timeout (total deadline): {s.timeout_s:g} s passed "
+                    f"during {progress.phase}, {progress.raw_bytes} body bytes read",
+                    bytes_read=progress.decoded_bytes,
+                ) from exc
+            error = self._map_error(exc, progress)
+            if error is None or error is exc:
+                raise  # ours already, or a programming error (e.g. fetch after aclose)
+            raise error from exc
+
+    async def _fetch(
+        self, request: Request, method: str, cap: int, progress: _Progress, start: float
+    ) -> Response:
+        s = self.settings
+        try:
+            url = URL(request.url, encoded=True)
+        except (ValueError, TypeError) as exc:
+            raise ProtocolError(f"invalid url: {exc}") from exc
+        if url.scheme not in ("http", "https") or not url.raw_host:
+            raise ProtocolError(f"invalid url: {request.url!r} (need an absolute http(s) URL)")
+        if not s.proxy and is_ip_literal(url.raw_host):
+            # aiohttp connects to IP literals without asking the resolver: check here.
+            self.resolver.check_ip_literal(url.raw_host, url.port or 0)
+        session = self._get_session()
+        resp = await session.request(
+            method,
+            url,
+            headers=self._request_headers(request),
+            allow_redirects=False,
+            proxy=s.proxy or None,
+            trace_request_ctx=progress,
+        )
+        complete = False
+        try:
+            progress.phase = "body"
+            headers = tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers)
+            try:
+                raw, body = await self._read_body(resp, headers, method, cap, progress)
+            except BodyTooLarge as exc:
+                # The status helps a link checker: a 200 that is too large is still alive.
+                raise BodyTooLarge(
+                    f"{exc.detail} (HTTP status {resp.status})", bytes_read=exc.bytes_read
+                ) from None
+            complete = True
+        finally:
+            if complete:
+                resp.release()
+            else:
+                resp.close()  # abort the connection: never drain a body we gave up on
+        version = resp.version
+        return Response(
+            url=request.url,
+            status=resp.status,
+            reason=resp.reason or "",
+            headers=headers,
+            body=body,
+            raw_body=raw,
+            http_version=f"{version.major}.{version.minor}" if version else "1.1",
+            elapsed_s=self._clock() - start,
+            request_headers=tuple(resp.request_info.headers.items()),
+            peer_ip=resp.skitter_peer if isinstance(resp, _PeerResponse) else None,
+        )
+
+    async def _read_body(
+        self,
+        resp: ClientResponse,
+        headers: tuple[tuple[str, str], ...],
+        method: str,
+        cap: int,
+        progress: _Progress,
+    ) -> tuple[bytes, bytes]:
+        status = resp.status
+        if method == "HEAD" or status in _NO_BODY_STATUSES or 100 <= status < 200:
+            return b"", b""
+        progress.content_length = _content_length(headers)
+        progress.chunked = any(
+            k.lower() == "transfer-encoding" and "chunked" in v.lower() for k, v in headers
+        )
+        if progress.content_length is not None and progress.content_length > cap:
+            raise BodyTooLarge(
+                f"body exceeds limit: Content-Length {progress.content_length} > {cap} bytes"
+            )
+        codings = parse_content_encoding(v for k, v in headers if k.lower() == "content-encoding")
+        decoder = ContentDecoder(codings, max_bytes=cap)
+        decode = bool(decoder.codings) and not decoder.passthrough
+        raw = bytearray()
+        protocol = resp.skitter_protocol if isinstance(resp, _PeerResponse) else None
+        while True:
+            chunk = await self._read_chunk(resp, protocol, progress)
+            if not chunk:
+                break
+            raw += chunk
+            progress.raw_bytes = len(raw)
+            if decode:
+                decoder.feed(chunk)
+                progress.decoded_bytes = decoder.decoded_bytes
+            else:
+                progress.decoded_bytes = len(raw)
+            if len(raw) > cap:
+                raise BodyTooLarge(
+                    f"body exceeds limit of {cap} bytes (raw)", bytes_read=progress.decoded_bytes
+                )
+        raw_bytes = bytes(raw)
+        return raw_bytes, decoder.finish() if decode else raw_bytes
+
+    async def _read_chunk(
+        self, resp: ClientResponse, protocol: ResponseHandler | None, progress: _Progress
+    ) -> bytes:
+        """Next body chunk (b"" at the end), with an idle deadline of ``read_timeout_s``."""
+        idle_s = self.settings.read_timeout_s
+        if idle_s <= 0:  # no idle deadline configured
+            return await resp.content.readany()
+        waited = 0.0
+        while True:
+            step = min(_STALL_CHECK_S, idle_s - waited)
+            wait = asyncio.timeout(step)
+            try:
+                async with wait:
+                    return await resp.content.readany()
+            except TimeoutError:
+                if not wait.expired():
+                    raise  # aiohttp's own sock_read timeout
+            waited += step
+            failure = protocol.exception() if protocol is not None else None
+            if isinstance(failure, TimeoutError):  # aiohttp's sock_read fired meanwhile
+                raise aiohttp.SocketTimeoutError("Timeout on reading data from socket")
+            if failure is not None:
+                raise ProtocolError(
+                    f"bad body framing: {_short(str(failure))} "
+                    f"({progress.raw_bytes} body bytes read)",
+                    bytes_read=progress.decoded_bytes,
+                )
+            if waited >= idle_s:
+                raise aiohttp.SocketTimeoutError("Timeout on reading data from socket")
+
+    # ------------------------------------------------------------------ errors
+
+    def _map_error(self, exc: Exception, progress: _Progress) -> FetchError | None:
+        """Translate aiohttp / OS exceptions into the FetchError tree (None: not a fetch error)."""
+        s = self.settings
+        n = progress.decoded_bytes
+        if isinstance(exc, FetchError):
+            return exc
+        if isinstance(exc, aiohttp.ClientConnectorError):
+            inner: BaseException = exc.os_error
+            if isinstance(inner, FetchError):
+                return inner  # raised by our resolver (dns / blocked_address)
+        if isinstance(exc, aiohttp.ClientConnectorDNSError):
+            return ConnectError(f"dns: {exc.host}: {_reason(exc.os_error)}", kind="dns")
+        if isinstance(exc, aiohttp.ClientSSLError | aiohttp.ServerFingerprintMismatch):
+            return ConnectError(f"tls: {exc}", kind="tls")
+        if isinstance(exc, aiohttp.ConnectionTimeoutError):
+            return FetchTimeout(
+                f"timeout (connect): no connection within {s.connect_timeout_s:g} s"
+            )
+        if isinstance(exc, aiohttp.ServerTimeoutError):
+            return FetchTimeout(
+                f"timeout (idle read): no data for {s.read_timeout_s:g} s "
+                f"during {progress.phase}, {progress.raw_bytes} body bytes read",
+                bytes_read=n,
+            )
+        if isinstance(exc, aiohttp.ClientConnectorError):
+            return ConnectError(
+                f"connect: {exc.host}:{exc.port}: {_reason(exc.os_error)}", kind="connect"
+            )
+        if isinstance(exc, aiohttp.ClientHttpProxyError):
+            return ConnectError(f"connect: proxy answered {exc.status} {exc.message}")
+        if isinstance(exc, aiohttp.ClientPayloadError):
+            return ProtocolError(self._payload_detail(exc, progress), bytes_read=n)
+        if isinstance(exc, aiohttp.ServerDisconnectedError):
+            return ProtocolError(
+                f"server disconnected during {progress.phase} "
+                f"({progress.raw_bytes} body bytes read)",
+                bytes_read=n,
+            )
+        if isinstance(exc, aiohttp.ClientResponseError):
+            return ProtocolError(f"bad response: {_short(exc.message)}", bytes_read=n)
+        if isinstance(exc, aiohttp.InvalidURL):
+            return ProtocolError(f"invalid url: {_short(str(exc))}")
+        if isinstance(exc, ssl.SSLError):
+            return ConnectError(f"tls: {exc}", kind="tls")
+        if isinstance(exc, TimeoutError):
+            return FetchTimeout(f"timeout: {_short(str(exc)) or type(exc).__name__}", bytes_read=n)
+        if isinstance(exc, OSError):  # includes aiohttp.ClientOSError: reset, unreachable...
+            return ConnectError(f"connect: {_reason(exc)} during {progress.phase}", bytes_read=n)
+        if isinstance(exc, aiohttp.ClientError | ValueError | UnicodeError):
+            return ProtocolError(f"{type(exc).__name__}: {_short(str(exc))}", bytes_read=n)
+        return None
+
+    @staticmethod
+    def _payload_detail(exc: aiohttp.ClientPayloadError, progress: _Progress) -> str:
+        cause: Any = exc.__cause__ or exc
+        text = str(getattr(cause, "message", "") or cause)
+        got = progress.raw_bytes
+        short_of_length = progress.content_length is not None and got < progress.content_length
+        if (
+            short_of_length
+            or "not enough data" in text.lower()
+            or isinstance(cause, ConnectionError)
+        ):
+            if progress.content_length is not None:
+                return f"incomplete body: {got} of {progress.content_length} bytes"
+            if progress.chunked:
+                return f"incomplete body: {got} bytes, chunked body ended without its last chunk"
+            return f"incomplete body: {got} bytes"
+        return f"bad body framing: {_short(text)} ({got} body bytes read)"
+
+
+def _reason(exc: BaseException) -> str:
+    strerror = getattr(exc, "strerror", None)
+    return str(strerror or exc or type(exc).__name__)
+
+
+def _short(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

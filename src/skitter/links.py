@@ -1,0 +1,428 @@
+"""Link extraction from HTML pages (selectolax / Lexbor, an HTML Standard parser).
+
+One pass over the parsed tree collects, in document order: ``<a href>``, ``<area href>``,
+``<frame src>``, ``<iframe src>``, ``<link rel=canonical href>`` and
+``<meta http-equiv=refresh>`` targets, plus the document base URL, the title and the
+robots directives. Hrefs are resolved with :func:`skitter.urls.join` against the frozen
+base URL (HTML Standard §4.2.3) using the document's encoding for the query.
+
+The parser runs with scripting disabled, as a crawler that does not run scripts sees the
+page: ``<noscript>`` content is parsed as markup and its links are extracted. Comments and
+``<template>`` contents are not part of the document tree, so their links are not seen.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from selectolax.lexbor import LexborHTMLParser
+
+from skitter import urls
+from skitter.charset import decode_html
+from skitter.models import Link, Page
+
+__all__ = ["MAX_ANCHOR_CHARS", "extract", "parse_refresh", "parse_robots_directives"]
+
+#: Anchor text is cut to this many characters (after whitespace collapsing).
+MAX_ANCHOR_CHARS = 256
+
+# Lexbor's selector engine walks the tree once and tests each element against every
+# selector of the list, so matches come in tree order -- but an element matching two
+# selectors is returned twice: keep exactly one selector per tag name.
+# ``a[href]`` also matches SVG ``<a xlink:href>`` (attribute local name "href").
+_SELECTOR = (
+    "a[href], area[href], frame[src], iframe[src], link[href], meta[content], base[href], title"
+)
+
+_ASCII_WS = "\t\n\f\r "
+_WS_RE = re.compile(r"[\t\n\f\r ]+")
+_TOKEN_SPLIT_RE = re.compile(r"[\s,;]+")
+
+# X-Robots-Tag directives that carry a value after ":" (so the part before ":" is not a
+# user-agent name). https://developers.google.com/search/docs/crawling-indexing/robots-meta-tag
+_VALUED_DIRECTIVES = frozenset(
+    {"unavailable_after", "max-snippet", "max-image-preview", "max-video-preview"}
+)
+
+
+def _collapse(text: str) -> str:
+    """Strip and collapse ASCII whitespace (Infra Standard), as document.title does."""
+    return _WS_RE.sub(" ", text).strip(" ")
+
+
+def _anchor(text: str) -> str:
+    if not text:
+        return ""
+    # Fast path: for ASCII, str.split() splits on ASCII whitespace (plus the rare
+    # VT and \x1c-\x1f controls, harmless to collapse in anchor text).
+    s = " ".join(text.split()) if text.isascii() else _collapse(text)
+    if len(s) > MAX_ANCHOR_CHARS:
+        s = s[:MAX_ANCHOR_CHARS].rstrip(" ")
+    return s
+
+
+# --------------------------------------------------------------------------------------
+# Guard against quadratic tree building on absurdly deep documents
+# --------------------------------------------------------------------------------------
+# The HTML tree builder walks the stack of open elements for many tokens (e.g. "has a p
+# element in button scope" for every <div>), so N unclosed <div>s cost O(N^2): 40,000 take
+# ~6 s in Lexbor, a 10 MB page would take hours. Browsers cap the tree depth (Blink: 512).
+# For documents with many tags, an approximate tokenizer (comments and raw-text elements
+# skipped, common implied end tags modelled) tracks the open-element stack; start tags
+# that would nest deeper than _MAX_DEPTH are removed (their text stays), together with
+# their end tags and with unmatched end tags seen at that depth. Link-bearing elements are
+# never removed, so links and anchor text survive; only the nesting is flattened.
+
+#: Documents with fewer "<" than this are parsed as they are (worst case ~0.3 s).
+_DEEP_CHECK_MIN_TAGS = 12_000
+_MAX_DEPTH = 512
+
+_SCAN_RE = re.compile(
+    r"<!--(?:-?>|.*?(?:--!?>|\Z))"
+    r"|<(script|style|textarea|title|xmp|iframe|noembed|noframes)(?=[\t\n\f\r />])"
+    r"(?:[^>\"']|\"[^\"]*\"|'[^']*')*>.*?(?:</\1(?=[\t\n\f\r />])[^>]*>|\Z)"
+    r"|<plaintext.*"
+    r"|<(/?)([a-z][^\t\n\f\r />]*)((?:[^>\"']|\"[^\"]*\"|'[^']*')*)>"
+    r"|<[!?/][^>]*>",
+    re.DOTALL | re.IGNORECASE,
+)
+_VOID = frozenset(
+    "area base basefont bgsound br col embed frame hr image img input keygen link meta "
+    "param source track wbr".split()
+)
+_KEEP = frozenset("a area base link meta frame iframe title html head body".split())
+_CLOSES_P = frozenset(
+    "address article aside blockquote center details dialog dir div dl fieldset figcaption "
+    "figure footer form h1 h2 h3 h4 h5 h6 header hgroup hr li listing main menu nav ol p "
+    "pre search section summary table ul dd dt".split()
+)
+# start tag -> open elements it implicitly closes (approximation of the tree builder).
+_IMPLIED: dict[str, tuple[str, ...]] = {
+    "li": ("li",), "dt": ("dt", "dd"), "dd": ("dt", "dd"), "option": ("option",),
+    "tr": ("tr",), "td": ("td", "th"), "th": ("td", "th"),
+}
+
+
+def _flatten_deep(text: str) -> str:
+    """``text`` with start tags nested deeper than ``_MAX_DEPTH`` removed (see above)."""
+    stack: list[str] = []
+    open_count: dict[str, int] = {}
+    dropped: dict[str, int] = {}
+    cuts: list[tuple[int, int]] = []
+
+    def pop_to(name: str) -> None:
+        while stack:
+            top = stack.pop()
+            open_count[top] -= 1
+            if top == name:
+                return
+
+    for m in _SCAN_RE.finditer(text):
+        name = m.group(3)
+        if name is None:
+            continue
+        name = name.lower()
+        if m.group(2):  # end tag
+            if open_count.get(name):
+                pop_to(name)
+            elif dropped.get(name):
+                dropped[name] -= 1
+                cuts.append(m.span())
+            elif len(stack) >= _MAX_DEPTH:
+                cuts.append(m.span())
+            continue
+        if name in _VOID or m.group(4).endswith("/"):
+            continue
+        if name in _CLOSES_P and open_count.get("p"):
+            pop_to("p")
+        for closed in _IMPLIED.get(name, ()):
+            if open_count.get(closed):
+                pop_to(closed)
+                break
+        if len(stack) >= _MAX_DEPTH and name not in _KEEP:
+            dropped[name] = dropped.get(name, 0) + 1
+            cuts.append(m.span())
+            continue
+        stack.append(name)
+        open_count[name] = open_count.get(name, 0) + 1
+    if not cuts:
+        return text
+    parts: list[str] = []
+    pos = 0
+    for start, end in cuts:
+        parts.append(text[pos:start])
+        pos = end
+    parts.append(text[pos:])
+    return "".join(parts)
+
+
+def parse_refresh(content: str) -> str | None:
+    """The URL string of a ``<meta http-equiv=refresh content=...>``, or None.
+
+    Implements the HTML Standard §4.2.5.3 "shared declarative refresh steps" up to URL
+    parsing: ``"0; URL=/x"``, ``"0;url='/x'"`` (quotes stripped, the URL ends at the
+    matching quote), ``"5, /x"``, ``"0; URL=\\n  /x"`` (whitespace skipped) all give ``"/x"``;
+    ``"30"`` (reload the same page) and malformed values (``"abc"``, ``"1x; url=/x"``)
+    give None. An empty URL part (``"0; url="``) gives ``""`` (refresh to the base URL).
+
+    Args:
+        content: the ``content`` attribute value.
+
+    Returns:
+        The raw URL string to resolve against the document base URL, or None when the
+        declaration names no other URL or is invalid. Never raises.
+    """
+    s = content
+    n = len(s)
+    pos = 0
+    while pos < n and s[pos] in _ASCII_WS:
+        pos += 1
+    start = pos
+    while pos < n and "0" <= s[pos] <= "9":
+        pos += 1
+    if pos == start and (pos >= n or s[pos] != "."):
+        return None
+    while pos < n and ("0" <= s[pos] <= "9" or s[pos] == "."):
+        pos += 1
+    if pos >= n:
+        return None
+    if s[pos] not in ";," and s[pos] not in _ASCII_WS:
+        return None
+    while pos < n and s[pos] in _ASCII_WS:
+        pos += 1
+    if pos < n and s[pos] in ";,":
+        pos += 1
+    while pos < n and s[pos] in _ASCII_WS:
+        pos += 1
+    if pos >= n:
+        return None
+    url_string = s[pos:]
+    # "URL" [ws] "=" [ws], each step optional in the sense that a mismatch jumps ahead.
+    if s[pos] in "Uu":
+        pos += 1
+        if pos < n and s[pos] in "Rr":
+            pos += 1
+            if pos < n and s[pos] in "Ll":
+                pos += 1
+                while pos < n and s[pos] in _ASCII_WS:
+                    pos += 1
+                if pos < n and s[pos] == "=":
+                    pos += 1
+                    while pos < n and s[pos] in _ASCII_WS:
+                        pos += 1
+                    url_string = _skip_quotes(s, pos)
+        return url_string
+    return _skip_quotes(s, pos)
+
+
+def _skip_quotes(s: str, pos: int) -> str:
+    """The "skip quotes" step of the refresh algorithm: the URL from ``pos`` on."""
+    if pos < len(s) and s[pos] in "'\"":
+        quote = s[pos]
+        rest = s[pos + 1 :]
+        end = rest.find(quote)
+        return rest if end < 0 else rest[:end]
+    return s[pos:]
+
+
+def parse_robots_directives(
+    values: Sequence[str], names: Sequence[str] = ()
+) -> tuple[bool, bool]:
+    """Read noindex / nofollow from X-Robots-Tag header values.
+
+    Each value is a comma-separated directive list (Google's X-Robots-Tag syntax):
+    ``"noindex"``, ``"noindex, nofollow"``, ``"none"`` (= both). A part written
+    ``"botname: directive"`` scopes it and the following parts of the same value to that
+    user agent; scoped directives count only if ``botname`` (case-insensitive) is in
+    ``names``. Valued directives such as ``"unavailable_after: 25 Jun 2010 15:00:00 PST"``
+    or ``"max-snippet: 20"`` are recognised and ignored.
+
+    Args:
+        values: X-Robots-Tag header values, in any order.
+        names: user-agent product tokens this crawler answers to (e.g. ``("skitter",)``).
+
+    Returns:
+        (noindex, nofollow). Never raises.
+    """
+    own = {n.strip().lower() for n in names}
+    noindex = nofollow = False
+    for value in values:
+        scope: str | None = None
+        for part in value.split(","):
+            head, sep, rest = part.partition(":")
+            if sep:
+                key = head.strip().lower()
+                if key in _VALUED_DIRECTIVES:
+                    continue
+                scope = key
+                part = rest
+            if scope is not None and scope not in own:
+                continue
+            for tok in part.lower().split():
+                if tok == "noindex":
+                    noindex = True
+                elif tok == "nofollow":
+                    nofollow = True
+                elif tok == "none":
+                    noindex = nofollow = True
+    return noindex, nofollow
+
+
+def _meta_robots(content: str) -> tuple[bool, bool]:
+    noindex = nofollow = False
+    for tok in _TOKEN_SPLIT_RE.split(content.lower()):
+        if tok == "noindex":
+            noindex = True
+        elif tok == "nofollow":
+            nofollow = True
+        elif tok == "none":
+            noindex = nofollow = True
+    return noindex, nofollow
+
+
+def _has_token(value: str | None, token: str) -> bool:
+    return value is not None and token in value.lower().split()
+
+
+def extract(
+    body: bytes,
+    url: str,
+    content_type: str | None = None,
+    headers_robots: Sequence[str] = (),
+    *,
+    bot_token: str | None = None,
+) -> Page:
+    """Parse an HTML page and return its links (document order), base URL, title, robots.
+
+    Decoding: :func:`skitter.charset.decode_html` (BOM > Content-Type charset > ``<meta>``
+    prescan > UTF-8 > detector > windows-1252). Parsing: Lexbor, an HTML Standard (§13.2)
+    tree builder with scripting disabled.
+
+    Links (:class:`skitter.models.Link`), in tree order:
+
+    * ``<a href>`` ("a", anchor = text content), ``<area href>`` ("area", anchor = alt),
+      ``<frame src>`` ("frame"), ``<iframe src>`` ("iframe"), ``<link rel=canonical href>``
+      ("canonical"), ``<meta http-equiv=refresh content>`` ("refresh", see
+      :func:`parse_refresh`; a bare delay is a reload, not a link). An ``href``/``src``
+      without a value or absent skips the element; ``href=""`` is a link to the base URL
+      itself; ``src=""`` on a frame is about:blank and skipped. SVG ``<a href>`` /
+      ``<a xlink:href>`` count as "a".
+    * ``url`` = ``urls.join(base_url, raw, encoding)`` (None if unparseable), where the
+      query encoding is the document's (UTF-8 for UTF-16 documents, WHATWG URL §4.4
+      "encoding-parse a URL"); ``raw`` = the attribute value as written.
+    * anchor text: ASCII whitespace stripped and collapsed, at most 256 characters.
+    * ``nofollow``: the element's ``rel`` has the token "nofollow" (ASCII
+      case-insensitive), or the page is nofollow.
+
+    Base URL: the frozen base URL of the first ``<base>`` with an ``href`` in tree order
+    (HTML Standard §4.2.3), resolved against ``url``; falls back to ``url`` when absent or
+    unparseable. Robots: ``<meta name=robots content>`` (and ``<meta name=bot_token>``)
+    plus ``headers_robots`` (X-Robots-Tag values, see :func:`parse_robots_directives`);
+    "none" means noindex + nofollow.
+
+    Args:
+        body: the content-decoded response body (any bytes).
+        url: the document URL (absolute), the fallback base URL.
+        content_type: the raw Content-Type header value, or None.
+        headers_robots: the X-Robots-Tag header values.
+        bot_token: this crawler's user-agent product token; directives addressed to it
+            (``<meta name=TOKEN>``, ``X-Robots-Tag: TOKEN: noindex``) also apply.
+
+    Returns:
+        A :class:`skitter.models.Page`. Never raises for any input bytes.
+    """
+    text, encoding = decode_html(body, content_type)
+    url_encoding = "utf-8" if encoding.startswith("utf-16") else encoding
+    bot = bot_token.lower() if bot_token else None
+    noindex, nofollow = parse_robots_directives(
+        headers_robots, (bot,) if bot is not None else ()
+    )
+    if text.count("<") >= _DEEP_CHECK_MIN_TAGS:
+        text = _flatten_deep(text)
+    try:
+        nodes = LexborHTMLParser(text).css(_SELECTOR)
+    except Exception:  # the parser must not take the crawl down; treat as an empty page
+        return Page(links=[], base_url=url, encoding=encoding, noindex=noindex,
+                    nofollow=nofollow)
+
+    base_href: str | None = None
+    title: str | None = None
+    # (kind, raw, anchor, rel-nofollow) in document order.
+    found: list[tuple[str, str, str, bool]] = []
+    append = found.append
+    for node in nodes:
+        tag = node.tag
+        attrs = node.attrs
+        if tag == "a":
+            raw = attrs.get("href")
+            if raw is None:
+                raw = attrs.get("xlink:href")
+                if raw is None:
+                    continue
+            append(("a", raw, _anchor(node.text()), _has_token(attrs.get("rel"), "nofollow")))
+        elif tag == "area":
+            raw = attrs.get("href")
+            if raw is None:
+                continue
+            append(("area", raw, _anchor(attrs.get("alt") or ""),
+                    _has_token(attrs.get("rel"), "nofollow")))
+        elif tag == "meta":
+            content = attrs.get("content")
+            if content is None:
+                continue
+            equiv = attrs.get("http-equiv")
+            if equiv is not None and equiv.strip(_ASCII_WS).lower() == "refresh":
+                target = parse_refresh(content)
+                if target is not None:
+                    append(("refresh", target, "", False))
+                continue
+            name = attrs.get("name")
+            if name is not None:
+                name = name.strip(_ASCII_WS).lower()
+                if name == "robots" or (bot is not None and name == bot):
+                    ni, nf = _meta_robots(content)
+                    noindex = noindex or ni
+                    nofollow = nofollow or nf
+        elif tag == "link":
+            raw = attrs.get("href")
+            rel = attrs.get("rel")
+            if raw is not None and rel is not None:
+                tokens = rel.lower().split()
+                if "canonical" in tokens:
+                    append(("canonical", raw, "", "nofollow" in tokens))
+        elif tag in ("iframe", "frame"):
+            raw = attrs.get("src")
+            if raw:
+                append((tag, raw, "", False))
+        elif tag == "base":
+            if base_href is None:
+                # The selector guarantees the attribute; a valueless one is "".
+                base_href = attrs.get("href") or ""
+        elif tag == "title":
+            if title is None:
+                title = _collapse(node.text())
+
+    base_url = url
+    if base_href is not None:
+        frozen = urls.join(url, base_href, url_encoding)
+        if frozen is not None:
+            base_url = frozen
+
+    join = urls.join
+    resolved: dict[str, str | None] = {}  # pages repeat hrefs; joining dominates the cost
+    links: list[Link] = []
+    for kind, raw, anchor, rel_nofollow in found:
+        if raw in resolved:
+            target = resolved[raw]
+        else:
+            target = resolved[raw] = join(base_url, raw, url_encoding)
+        links.append(Link(target, raw, kind, anchor, nofollow or rel_nofollow))
+    return Page(
+        links=links,
+        base_url=base_url,
+        encoding=encoding,
+        title=title or "",
+        noindex=noindex,
+        nofollow=nofollow,
+    )

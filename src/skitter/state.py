@@ -1,0 +1,187 @@
+"""The crawl's state on disk, in its output folder.
+
+Files (all in ``--out DIR``)::
+
+    state.json         format version, the crawl's settings and seeds (written once, atomically)
+    checkpoint.json    offsets of pages.jsonl / links.tsv and the stats at the last frontier commit
+    frontier.sqlite    the frontier (SQLite backend)
+    cookies.json       the cookie jar
+    pages.jsonl, links.tsv, *.warc.gz, report.json   the outputs
+
+Every file is replaced atomically (temp file + ``os.replace``) or appended one unit per
+``write()``, so a ``kill -9`` at any instant leaves the folder usable: see
+:func:`skitter.crawler.Crawler` for how resume reconciles the journals with the frontier.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, fields, replace
+from pathlib import Path
+from typing import Any
+
+from skitter import __version__
+from skitter.errors import StateError
+from skitter.settings import CrawlSettings, FetchSettings, PolitenessSettings, ScopeSettings
+
+__all__ = [
+    "FORMAT_VERSION",
+    "atomic_write_json",
+    "check_resume_compatible",
+    "load_state",
+    "prepare_new_out_dir",
+    "read_json",
+    "save_state",
+    "settings_from_dict",
+    "settings_to_dict",
+]
+
+#: Bumped whenever the on-disk layout changes incompatibly.
+FORMAT_VERSION = 1
+
+STATE_FILE = "state.json"
+CHECKPOINT_FILE = "checkpoint.json"
+FRONTIER_FILE = "frontier.sqlite"
+COOKIES_FILE = "cookies.json"
+PAGES_FILE = "pages.jsonl"
+LINKS_FILE = "links.tsv"
+REPORT_FILE = "report.json"
+
+
+def atomic_write_json(path: Path, data: Any) -> None:
+    """Write ``data`` as JSON to ``path`` atomically (temp file, fsync, ``os.replace``)."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, ensure_ascii=False, indent=1)
+        fh.write("\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> Any:
+    """Read a JSON file; raises StateError with a one-line message if unreadable."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise StateError(f"cannot read {path}: {exc}") from None
+
+
+def settings_to_dict(settings: CrawlSettings) -> dict[str, Any]:
+    """CrawlSettings → JSON-ready dict (the ``resolve`` map becomes a list of triples)."""
+    d = asdict(settings)
+    d["fetch"]["resolve"] = [[h, p, a] for (h, p), a in settings.fetch.resolve.items()]
+    return d
+
+
+def _build(cls: Any, data: dict[str, Any]) -> Any:
+    names = {f.name for f in fields(cls)}
+    kwargs = {k: v for k, v in data.items() if k in names}
+    for f in fields(cls):
+        if f.name in kwargs and isinstance(kwargs[f.name], list):
+            kwargs[f.name] = tuple(
+                tuple(x) if isinstance(x, list) else x for x in kwargs[f.name]
+            )
+    return cls(**kwargs)
+
+
+def settings_from_dict(data: dict[str, Any]) -> CrawlSettings:
+    """Inverse of :func:`settings_to_dict`."""
+    fetch = dict(data.get("fetch", {}))
+    fetch["resolve"] = {(h, int(p)): a for h, p, a in fetch.get("resolve", [])}
+    fetch_s = _build(FetchSettings, {k: v for k, v in fetch.items() if k != "resolve"})
+    fetch_s = replace(fetch_s, resolve=fetch["resolve"])
+    return replace(
+        _build(
+            CrawlSettings,
+            {k: v for k, v in data.items() if k not in ("fetch", "politeness", "scope")},
+        ),
+        fetch=fetch_s,
+        politeness=_build(PolitenessSettings, data.get("politeness", {})),
+        scope=_build(ScopeSettings, data.get("scope", {})),
+    )
+
+
+def prepare_new_out_dir(out_dir: Path) -> None:
+    """Create ``out_dir`` for a new crawl.
+
+    Raises:
+        StateError: the folder exists and is not empty (a new crawl never mixes with an old one),
+            or cannot be created/written.
+    """
+    if out_dir.exists():
+        if not out_dir.is_dir():
+            raise StateError(f"output path {out_dir} exists and is not a folder")
+        if any(out_dir.iterdir()):
+            if (out_dir / STATE_FILE).exists():
+                raise StateError(
+                    f"output folder {out_dir} holds a crawl; continue it with "
+                    f"'skitter crawl --resume --out {out_dir}' or choose another folder"
+                )
+            raise StateError(f"output folder {out_dir} is not empty")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        probe = out_dir / ".write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise StateError(f"cannot write to output folder {out_dir}: {exc.strerror}") from None
+
+
+def save_state(out_dir: Path, settings: CrawlSettings) -> None:
+    """Write state.json: format version, Skitter version and the settings."""
+    atomic_write_json(
+        out_dir / STATE_FILE,
+        {"format": FORMAT_VERSION, "skitter": __version__, "settings": settings_to_dict(settings)},
+    )
+
+
+def load_state(out_dir: Path) -> CrawlSettings:
+    """Read state.json of a crawl to resume.
+
+    Raises:
+        StateError: no crawl in the folder, or its format version is not this Skitter's.
+    """
+    path = out_dir / STATE_FILE
+    if not path.exists():
+        raise StateError(f"no crawl to resume in {out_dir} (state.json missing)")
+    data = read_json(path)
+    fmt = data.get("format") if isinstance(data, dict) else None
+    if fmt != FORMAT_VERSION:
+        raise StateError(
+            f"{out_dir} was written in state format {fmt!r}; this Skitter "
+            f"{__version__} reads format {FORMAT_VERSION} only"
+        )
+    return settings_from_dict(data["settings"])
+
+
+#: Settings that define *what* is crawled: they may not change on resume.
+FIXED_ON_RESUME = (
+    ("seeds", lambda s: tuple(s.seeds)),
+    ("scope", lambda s: s.scope.scope),
+    ("include", lambda s: tuple(s.scope.include)),
+    ("exclude", lambda s: tuple(s.scope.exclude)),
+    ("max-depth", lambda s: s.scope.max_depth),
+    ("max-links-per-page", lambda s: s.scope.max_links_per_page),
+    ("max-seed-links", lambda s: s.scope.max_seed_links),
+    ("max-url-length", lambda s: s.scope.max_url_length),
+    ("follow-nofollow", lambda s: s.scope.follow_nofollow),
+    ("ignore-robots", lambda s: s.politeness.ignore_robots),
+    ("frontier", lambda s: s.frontier),
+)
+
+
+def check_resume_compatible(stored: CrawlSettings, given: CrawlSettings) -> None:
+    """Refuse a resume whose scope or seeds differ from the stored crawl.
+
+    Raises:
+        StateError: naming the first setting that differs.
+    """
+    for name, get in FIXED_ON_RESUME:
+        if get(stored) != get(given):
+            raise StateError(
+                f"--{name} differs from the crawl being resumed "
+                f"({get(stored)!r} stored, {get(given)!r} given); scope and seeds cannot change"
+            )

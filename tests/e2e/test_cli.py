@@ -1,0 +1,93 @@
+"""The command line as a user runs it (subprocesses)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from skitter import __version__
+from tests.integration.site import Site, html, links_page
+
+A = "cli.example.test"
+
+
+def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "skitter", *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+async def arun_cli(*args: str, timeout: float = 60) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "skitter", *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+def test_version() -> None:
+    r = run_cli("--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"skitter {__version__}"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["crawl", "--out", "x", "--delay", "fast", "http://a.test/"], "not a number"),
+    (["crawl", "http://a.test/"], "required: --out"),
+    (["crawl", "--out", "OUT", "--seeds-file", "/nonexistent/seeds.txt"], "cannot read seeds file"),
+    (["crawl", "--out", "OUT", "ftp://a.test/"], "not an http(s) URL"),
+    (["crawl", "--out", "OUT"], "no seeds"),
+    (["crawl", "--out", "OUT", "--resolve", "a.test:80", "http://a.test/"], "HOST:PORT:ADDR"),
+    (["crawl", "--out", "OUT", "--include", "(", "http://a.test/"], "bad regular expression"),
+    (["crawl", "--resume", "--out", "OUT"], "no crawl to resume"),
+])
+def test_bad_input_one_line_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
+    args = [str(tmp_path / "out") if a == "OUT" else a for a in args]
+    r = run_cli(*args)
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert message in r.stderr
+
+
+def test_non_empty_out_dir_refused(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "mine.txt").write_text("keep me")
+    r = run_cli("crawl", "--out", str(out), "http://a.test/", "--resolve-only")
+    assert r.returncode == 2 and "not empty" in r.stderr
+    assert (out / "mine.txt").read_text() == "keep me"
+
+
+async def test_crawl_then_resume_rules(site: Site, tmp_path: Path) -> None:
+    site.route(A, "/", links_page("/a", "/b"))
+    site.route(A, "/a", html("<p>a</p>"))
+    site.route(A, "/b", html("<p>b</p>"))
+    out = tmp_path / "out"
+    common = ["--resolve", f"{A}:{site.port}:127.0.0.1", "--resolve-only", "--delay", "0",
+              "--out", str(out)]
+    rc, stdout, err = await arun_cli("crawl", site.url(A, "/"), *common)
+    assert rc == 0, err
+    assert "3 pages" in stdout and str(out) in stdout
+    report = json.loads((out / "report.json").read_text())
+    assert report["totals"]["by_status"] == {"200": 3}
+    # same folder without --resume: refused, nothing lost
+    rc, _, err = await arun_cli("crawl", site.url(A, "/"), *common)
+    assert rc == 2 and "--resume" in err
+    # resume with a changed scope: refused
+    rc, _, err = await arun_cli("crawl", "--resume", *common, "--scope", "domain")
+    assert rc == 2 and "--scope differs" in err
+    # resume with a different seed: refused
+    rc, _, err = await arun_cli("crawl", "--resume", site.url(A, "/a"), *common)
+    assert rc == 2 and "--seeds differs" in err
+    # resume of a finished crawl with new politeness flags: accepted, nothing refetched
+    before = len(site.hits)
+    rc, _, err = await arun_cli("crawl", "--resume", *common, "--delay", "0.5")
+    assert rc == 0, err
+    assert len(site.hits) == before
+    lines = (out / "pages.jsonl").read_text().splitlines()
+    assert len(lines) == 3
