@@ -148,9 +148,7 @@ async def run(args: argparse.Namespace) -> None:
     await f.aclose()
     if args.backend == "sqlite":
         size = sum(
-            os.path.getsize(args.path + s)
-            for s in ("", "-wal")
-            if os.path.exists(args.path + s)
+            os.path.getsize(args.path + s) for s in ("", "-wal") if os.path.exists(args.path + s)
         )
         print(f"disk        {size / args.n:10,.0f} bytes/URL ({size / 2**20:,.0f} MiB)")
     print(f"peak RSS    {peak_rss_mb():10,.0f} MB")

@@ -47,7 +47,7 @@ from skitter.state import (
     read_json,
 )
 from skitter.stats import Stats, StatsSnapshot
-from skitter.urls import canonicalize, host_key, hostname, split_fragment
+from skitter.urls import canonicalize, host_key, hostname, origin, split_fragment
 
 if TYPE_CHECKING:
     from skitter.build import Components
@@ -322,7 +322,7 @@ class Crawler:
                     if attempts <= p.retries:
                         await c.frontier.retry(lease, not_before=self.clock() + p.robots_retry_s)
                         return
-                    self._note(self._robots_unreachable, host, req.url)
+                    self._note(self._robots_unreachable, origin(req.url), req.url)
                     await self._finish_error(
                         lease, attempts, "robots_unreachable",
                         "robots.txt unreachable (5xx or network error): disallow all",
@@ -330,7 +330,7 @@ class Crawler:
                     )
                     return
                 self.stats.robots_disallowed += 1
-                self._note(self._robots_blocked, host, req.url)
+                self._note(self._robots_blocked, origin(req.url), req.url)
                 if req.redirects:
                     # the chain ends at a hop whose target robots.txt forbids
                     await self._finish_redirect_stop(
@@ -716,10 +716,10 @@ class Crawler:
         c = self.components
         snap = self.snapshot()
         robots = c.robots.snapshot()
-        for host, urls in self._robots_blocked.items():
-            robots.setdefault(host, {})["disallowed_urls"] = urls
-        for host, urls in self._robots_unreachable.items():
-            robots.setdefault(host, {})["unreachable_urls"] = urls
+        for org, urls in self._robots_blocked.items():
+            robots.setdefault(org, {})["disallowed_urls"] = urls
+        for org, urls in self._robots_unreachable.items():
+            robots.setdefault(org, {})["unreachable_urls"] = urls
         return {
             "skitter": __version__,
             "out_dir": str(self.out_dir),

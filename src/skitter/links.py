@@ -66,42 +66,165 @@ def _anchor(text: str) -> str:
 # Guard against quadratic tree building on absurdly deep documents
 # --------------------------------------------------------------------------------------
 # The HTML tree builder walks the stack of open elements for many tokens (e.g. "has a p
-# element in button scope" for every <div>), so N unclosed <div>s cost O(N^2): 40,000 take
+# element in button scope" for every <div>), so N nested <div>s cost O(N^2): 40,000 take
 # ~6 s in Lexbor, a 10 MB page would take hours. Browsers cap the tree depth (Blink: 512).
-# For documents with many tags, an approximate tokenizer (comments and raw-text elements
-# skipped, common implied end tags modelled) tracks the open-element stack; start tags
-# that would nest deeper than _MAX_DEPTH are removed (their text stays), together with
-# their end tags and with unmatched end tags seen at that depth. Link-bearing elements are
-# never removed, so links and anchor text survive; only the nesting is flattened.
+#
+# 1. Documents with fewer than _DEEP_CHECK_MIN_TAGS "<" are parsed as they are.
+# 2. Otherwise a cheap estimate (C-speed str.count per 32 KB window: start tags minus end
+#    tags, running maximum over window boundaries; ~1 ms per MB per count) looks for deep
+#    nesting. Legitimate pages stay far below _DEEP_SUSPECT (the 530 Python doc pages: at
+#    most 51 without discounting voids).
+# 3. Only if it is exceeded, an approximate tokenizer (comments and raw-text elements
+#    skipped, common implied end tags modelled) tracks the open-element stack; start tags
+#    that would nest deeper than _MAX_DEPTH are removed (their text stays), with their end
+#    tags and with unmatched end tags seen at that depth. Link-bearing elements are never
+#    removed, so links and anchor text survive; only the nesting is flattened. ~1-2 us/tag.
+#
+# Residual risk: step 2 counts, it does not match names, so a page crafted to keep start
+# and end tag counts balanced while nesting deeply (e.g. "<x></y>" repeated: every </y> is
+# unmatched) is not caught and still costs O(N^2) in Lexbor.
 
-#: Documents with fewer "<" than this are parsed as they are (worst case ~0.3 s).
-_DEEP_CHECK_MIN_TAGS = 12_000
+#: Below this many "<", the worst case (all tags nested) costs ~0.8 s.
+_DEEP_CHECK_MIN_TAGS = 15_000
+_DEEP_WINDOW_CHARS = 32_768
+#: Estimated nesting depth above which the flattening scan runs (real pages: < 100;
+#: unclosed <p>/<li> and rarer voids count too, so leave room). Window granularity means
+#: nesting up to about _DEEP_SUSPECT + 6,000 can go unnoticed (< 0.5 s in Lexbor).
+_DEEP_SUSPECT = 4_096
 _MAX_DEPTH = 512
 
+
+def _may_be_deep(text: str) -> bool:
+    """Cheap estimate: does the running (start tags - end tags) exceed _DEEP_SUSPECT?
+
+    Start tags are "<" minus "</", "<!", self-closing "/>" and the common voids <br>, <img>.
+    """
+    depth = 0
+    for i in range(0, len(text), _DEEP_WINDOW_CHARS):
+        w = text[i : i + _DEEP_WINDOW_CHARS]
+        depth += (
+            w.count("<")
+            - 2 * w.count("</")
+            - w.count("<!")
+            - w.count("/>")
+            - w.count("<br")
+            - w.count("<img")
+        )
+        if depth > _DEEP_SUSPECT:
+            return True
+    return False
+
+
 _SCAN_RE = re.compile(
-    r"<!--(?:-?>|.*?(?:--!?>|\Z))"
-    r"|<(script|style|textarea|title|xmp|iframe|noembed|noframes)(?=[\t\n\f\r />])"
-    r"(?:[^>\"']|\"[^\"]*\"|'[^']*')*>.*?(?:</\1(?=[\t\n\f\r />])[^>]*>|\Z)"
-    r"|<plaintext.*"
-    r"|<(/?)([a-z][^\t\n\f\r />]*)((?:[^>\"']|\"[^\"]*\"|'[^']*')*)>"
-    r"|<[!?/][^>]*>",
-    re.DOTALL | re.IGNORECASE,
+    r"<(?:!--(?:-?>|.*?(?:--!?>|\Z))"  # comment
+    r"|(?i:(script|style|textarea|title|xmp|iframe|noembed|noframes)(?=[\t\n\f\r />])"
+    r"(?:[^>\"']|\"[^\"]*\"|'[^']*')*>.*?(?:</\1(?=[\t\n\f\r />])[^>]*>|\Z))"  # raw text
+    r"|(?i:plaintext).*"
+    r"|(/?)([a-zA-Z][^\t\n\f\r />]*)((?:[^>\"']|\"[^\"]*\"|'[^']*')*)>"  # tag
+    r"|[!?/][^>]*>)",  # doctype, bogus comment
+    re.DOTALL,
 )
 _VOID = frozenset(
-    "area base basefont bgsound br col embed frame hr image img input keygen link meta "
-    "param source track wbr".split()
+    {
+        "area",
+        "base",
+        "basefont",
+        "bgsound",
+        "br",
+        "col",
+        "embed",
+        "frame",
+        "hr",
+        "image",
+        "img",
+        "input",
+        "keygen",
+        "link",
+        "meta",
+        "param",
+        "source",
+        "track",
+        "wbr",
+    }
 )
-_KEEP = frozenset("a area base link meta frame iframe title html head body".split())
+_KEEP = frozenset(
+    {"a", "area", "base", "link", "meta", "frame", "iframe", "title", "html", "head", "body"}
+)
 _CLOSES_P = frozenset(
-    "address article aside blockquote center details dialog dir div dl fieldset figcaption "
-    "figure footer form h1 h2 h3 h4 h5 h6 header hgroup hr li listing main menu nav ol p "
-    "pre search section summary table ul dd dt".split()
+    {
+        "address",
+        "article",
+        "aside",
+        "blockquote",
+        "center",
+        "details",
+        "dialog",
+        "dir",
+        "div",
+        "dl",
+        "fieldset",
+        "figcaption",
+        "figure",
+        "footer",
+        "form",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "header",
+        "hgroup",
+        "hr",
+        "li",
+        "listing",
+        "main",
+        "menu",
+        "nav",
+        "ol",
+        "p",
+        "pre",
+        "search",
+        "section",
+        "summary",
+        "table",
+        "ul",
+        "dd",
+        "dt",
+    }
 )
-# start tag -> open elements it implicitly closes (approximation of the tree builder).
-_IMPLIED: dict[str, tuple[str, ...]] = {
-    "li": ("li",), "dt": ("dt", "dd"), "dd": ("dt", "dd"), "option": ("option",),
-    "tr": ("tr",), "td": ("td", "th"), "th": ("td", "th"),
+_P_SCOPE = frozenset(
+    [
+        "applet",
+        "button",
+        "caption",
+        "html",
+        "marquee",
+        "object",
+        "table",
+        "td",
+        "th",
+        "template",
+        "svg",
+        "math",
+    ]
+)
+_LIST_SCOPE = frozenset(["dl", "html", "menu", "ol", "table", "td", "th", "template", "ul"])
+_TABLE_SCOPE = frozenset(["html", "table", "template"])
+# start tag -> (open elements it implicitly closes, elements that stop the search).
+_IMPLIED: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "li": (frozenset({"li"}), _LIST_SCOPE),
+    "dt": (frozenset({"dt", "dd"}), _LIST_SCOPE),
+    "dd": (frozenset({"dt", "dd"}), _LIST_SCOPE),
+    "option": (frozenset({"option"}), frozenset({"select", "datalist", "html", "template"})),
+    "tr": (frozenset({"tr"}), _TABLE_SCOPE),
+    "td": (frozenset({"td", "th"}), frozenset({"tr"}) | _TABLE_SCOPE),
+    "th": (frozenset({"td", "th"}), frozenset({"tr"}) | _TABLE_SCOPE),
 }
+_P_CLOSE = (frozenset({"p"}), _P_SCOPE)
+#: An implied end tag is searched for this far down the stack at most (keeps the scan
+#: linear; missing one only overestimates the depth, which is the safe direction).
+_IMPLIED_WALK = 16
 
 
 def _flatten_deep(text: str) -> str:
@@ -110,6 +233,8 @@ def _flatten_deep(text: str) -> str:
     open_count: dict[str, int] = {}
     dropped: dict[str, int] = {}
     cuts: list[tuple[int, int]] = []
+    count_get = open_count.get
+    implied_get = _IMPLIED.get
 
     def pop_to(name: str) -> None:
         while stack:
@@ -118,13 +243,22 @@ def _flatten_deep(text: str) -> str:
             if top == name:
                 return
 
+    def close_implied(targets: frozenset[str], stop: frozenset[str]) -> None:
+        for i in range(len(stack) - 1, max(-1, len(stack) - 1 - _IMPLIED_WALK), -1):
+            node = stack[i]
+            if node in targets:
+                pop_to(node)
+                return
+            if node in stop:
+                return
+
     for m in _SCAN_RE.finditer(text):
-        name = m.group(3)
+        end_slash, name, attrs = m.group(2, 3, 4)
         if name is None:
             continue
         name = name.lower()
-        if m.group(2):  # end tag
-            if open_count.get(name):
+        if end_slash:  # end tag
+            if count_get(name):
                 pop_to(name)
             elif dropped.get(name):
                 dropped[name] -= 1
@@ -132,20 +266,19 @@ def _flatten_deep(text: str) -> str:
             elif len(stack) >= _MAX_DEPTH:
                 cuts.append(m.span())
             continue
-        if name in _VOID or m.group(4).endswith("/"):
+        if name in _VOID or attrs.endswith("/"):
             continue
-        if name in _CLOSES_P and open_count.get("p"):
-            pop_to("p")
-        for closed in _IMPLIED.get(name, ()):
-            if open_count.get(closed):
-                pop_to(closed)
-                break
+        if name in _CLOSES_P and count_get("p"):
+            close_implied(*_P_CLOSE)
+        implied = implied_get(name)
+        if implied is not None and any(count_get(t) for t in implied[0]):
+            close_implied(*implied)
         if len(stack) >= _MAX_DEPTH and name not in _KEEP:
             dropped[name] = dropped.get(name, 0) + 1
             cuts.append(m.span())
             continue
         stack.append(name)
-        open_count[name] = open_count.get(name, 0) + 1
+        open_count[name] = count_get(name, 0) + 1
     if not cuts:
         return text
     parts: list[str] = []
@@ -226,9 +359,7 @@ def _skip_quotes(s: str, pos: int) -> str:
     return s[pos:]
 
 
-def parse_robots_directives(
-    values: Sequence[str], names: Sequence[str] = ()
-) -> tuple[bool, bool]:
+def parse_robots_directives(values: Sequence[str], names: Sequence[str] = ()) -> tuple[bool, bool]:
     """Read noindex / nofollow from X-Robots-Tag header values.
 
     Each value is a comma-separated directive list (Google's X-Robots-Tag syntax):
@@ -310,7 +441,8 @@ def extract(
       ``<a xlink:href>`` count as "a".
     * ``url`` = ``urls.join(base_url, raw, encoding)`` (None if unparseable), where the
       query encoding is the document's (UTF-8 for UTF-16 documents, WHATWG URL §4.4
-      "encoding-parse a URL"); ``raw`` = the attribute value as written.
+      "encoding-parse a URL"); ``raw`` = the attribute value as written (for "refresh",
+      the URL part of ``content``, quotes removed).
     * anchor text: ASCII whitespace stripped and collapsed, at most 256 characters.
     * ``nofollow``: the element's ``rel`` has the token "nofollow" (ASCII
       case-insensitive), or the page is nofollow.
@@ -335,16 +467,13 @@ def extract(
     text, encoding = decode_html(body, content_type)
     url_encoding = "utf-8" if encoding.startswith("utf-16") else encoding
     bot = bot_token.lower() if bot_token else None
-    noindex, nofollow = parse_robots_directives(
-        headers_robots, (bot,) if bot is not None else ()
-    )
-    if text.count("<") >= _DEEP_CHECK_MIN_TAGS:
+    noindex, nofollow = parse_robots_directives(headers_robots, (bot,) if bot is not None else ())
+    if text.count("<") >= _DEEP_CHECK_MIN_TAGS and _may_be_deep(text):
         text = _flatten_deep(text)
     try:
         nodes = LexborHTMLParser(text).css(_SELECTOR)
     except Exception:  # the parser must not take the crawl down; treat as an empty page
-        return Page(links=[], base_url=url, encoding=encoding, noindex=noindex,
-                    nofollow=nofollow)
+        return Page(links=[], base_url=url, encoding=encoding, noindex=noindex, nofollow=nofollow)
 
     base_href: str | None = None
     title: str | None = None
@@ -365,8 +494,14 @@ def extract(
             raw = attrs.get("href")
             if raw is None:
                 continue
-            append(("area", raw, _anchor(attrs.get("alt") or ""),
-                    _has_token(attrs.get("rel"), "nofollow")))
+            append(
+                (
+                    "area",
+                    raw,
+                    _anchor(attrs.get("alt") or ""),
+                    _has_token(attrs.get("rel"), "nofollow"),
+                )
+            )
         elif tag == "meta":
             content = attrs.get("content")
             if content is None:
@@ -399,9 +534,8 @@ def extract(
             if base_href is None:
                 # The selector guarantees the attribute; a valueless one is "".
                 base_href = attrs.get("href") or ""
-        elif tag == "title":
-            if title is None:
-                title = _collapse(node.text())
+        elif tag == "title" and title is None:
+            title = _collapse(node.text())
 
     base_url = url
     if base_href is not None:

@@ -140,9 +140,7 @@ async def test_priority_beats_depth(fr: Frontier) -> None:
             Request(u("a.test", "p0d1"), depth=1),
         ]
     )
-    assert await drain_host_order(fr) == [
-        u("a.test", p) for p in ["pm1d5", "p0d0", "p0d1", "p1d0"]
-    ]
+    assert await drain_host_order(fr) == [u("a.test", p) for p in ["pm1d5", "p0d0", "p0d1", "p1d0"]]
 
 
 async def test_across_hosts_ready_longest_first(fr: Frontier) -> None:
@@ -378,9 +376,7 @@ async def test_mark_done(fr: Frontier) -> None:
     await fr.add([Request(u("a.test", str(i))) for i in range(4)])
     leased = await lease_ok(fr, 0)
     assert leased.request.url == u("a.test", "0")
-    await fr.mark_done(
-        [u("a.test", "0"), u("a.test", "1"), u("new.test", "x"), u("a.test", "1")]
-    )
+    await fr.mark_done([u("a.test", "0"), u("a.test", "1"), u("new.test", "x"), u("a.test", "1")])
     assert await fr.counts() == FrontierCounts(pending=2, leased=0, done=3, hosts=1)
     with pytest.raises(FrontierError):  # the lease was revoked
         await fr.ack(leased, not_before=0)
@@ -427,19 +423,32 @@ async def test_force_enqueues_seen_url_once(fr: Frontier) -> None:
     a = u("a.test", "start")
     await fr.add([Request(a)])
     la = await lease_ok(fr, 0)
-    back = Request(a, origin_url=a, redirects=(Hop(a, 302), Hop(u("a.test", "cookie"), 302)))
-    # while the plain entry is leased (same url + requested url): not a second entry
-    assert (await fr.add([back], force=True)).added == 0
-    await fr.ack(la, not_before=0)
+    # a -> 302 (sets a cookie) -> a: the continuation is added while a is still leased
+    back = Request(a, origin_url=a, redirects=(Hop(a, 302),))
     assert await fr.add([back]) == AddResult(0, 1, frozenset())  # not forced: seen
     res = await fr.add([back, back], force=True)
     assert res == AddResult(1, 1, frozenset({a}))
     assert (await fr.add([back], force=True)).added == 0  # already pending
+    await fr.ack(la, not_before=0)
     lease = await lease_ok(fr, 0)
     assert lease.request == back
+    assert (await fr.add([back], force=True)).added == 0  # the forced entry is leased
     await fr.ack(lease, not_before=0)
     # done again: a later loop may force it once more
     assert (await fr.add([back], force=True)).added == 1
+    assert await fr.counts() == FrontierCounts(pending=1, leased=0, done=1, hosts=1)
+
+
+async def test_force_never_duplicates_a_pending_entry(fr: Frontier) -> None:
+    c = u("c.test", "x")
+    await fr.add([Request(c)])
+    # same url and same requested url (origin None means the url itself): pending already
+    assert (await fr.add([Request(c, origin_url=c)], force=True)).added == 0
+    other = Request(c, origin_url=u("c.test", "elsewhere"))
+    assert (await fr.add([other], force=True)).added == 1
+    assert (await fr.add([other], force=True)).added == 0
+    got = {(await lease_ok(fr, 0)).request for _ in range(1)}
+    assert got == {Request(c)}
     assert (await fr.counts()).pending == 1
 
 

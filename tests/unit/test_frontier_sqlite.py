@@ -13,6 +13,7 @@ import sys
 import time
 from contextlib import closing
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -143,7 +144,7 @@ async def test_second_open_is_refused_while_open(tmp_path: Path) -> None:
     with pytest.raises(FrontierError):
         SqliteFrontier(path)
     await f.aclose()
-    SqliteFrontier(path)._conn.close()  # type: ignore[union-attr]
+    await SqliteFrontier(path).aclose()  # the lock is released on close
 
 
 def test_bad_files_raise_frontier_error(tmp_path: Path) -> None:
@@ -228,9 +229,7 @@ async def test_sigkill_at_random_moment_loses_nothing_flushed(tmp_path: Path, se
     counts = await f.counts()
     assert counts.done >= flushed_acked
     assert counts.leased == 0
-    res = await f.add(
-        [Request(f"https://h{i % 13}.test/{i}") for i in range(flushed_n)]
-    )
+    res = await f.add([Request(f"https://h{i % 13}.test/{i}") for i in range(flushed_n)])
     assert res.added == 0  # every flushed URL is there
     total = counts.pending + counts.done
     assert total >= flushed_n
@@ -258,7 +257,8 @@ async def test_50k_urls_host_caches_stay_bounded(tmp_path: Path) -> None:
     urls = [u(f"h{i % n_hosts}.test", f"p{i}") for i in range(50_000)]
     for i in range(0, len(urls), 1000):
         await f.add([Request(x, depth=(j % 3)) for j, x in enumerate(urls[i : i + 1000])])
-    cached = sum(len(h.queue.cache) for h in f._hosts.values())  # type: ignore[attr-defined]
+    queues = [cast(sqlite_mod._CachedQueue, h.queue) for h in f._hosts.values()]
+    cached = sum(len(q.cache) for q in queues)
     assert cached <= n_hosts * sqlite_mod._CACHE_MAX
     res = await f.add([Request(x) for x in urls[::7]])
     assert res.added == 0
@@ -307,7 +307,7 @@ _op = st.one_of(
 )
 
 
-async def _apply(f: Frontier, ops: list[tuple[object, ...]]) -> list[object]:
+async def _apply(f: Frontier, ops: list[tuple[Any, ...]]) -> list[object]:
     out: list[object] = []
     leases: list[Lease] = []
     now = 0.0
@@ -315,26 +315,28 @@ async def _apply(f: Frontier, ops: list[tuple[object, ...]]) -> list[object]:
         kind = op[0]
         try:
             if kind == "add":
-                out.append(await f.add(op[1], force=op[2]))  # type: ignore[arg-type]
+                out.append(await f.add(op[1], force=op[2]))
             elif kind == "lease":
                 lease = await f.lease(now)
                 out.append(lease)
                 if lease is not None:
                     leases.append(lease)
             elif kind in ("ack", "retry", "renew") and leases:
-                lease = leases[op[1] % len(leases)]  # type: ignore[operator]
+                lease = leases[op[1] % len(leases)]
                 if kind == "ack":
-                    out.append(await f.ack(lease, not_before=now + op[2]))  # type: ignore[operator]
+                    await f.ack(lease, not_before=now + op[2])
+                    out.append("acked")
                 elif kind == "retry":
-                    out.append(await f.retry(lease, not_before=now + op[2]))  # type: ignore[operator]
+                    await f.retry(lease, not_before=now + op[2])
+                    out.append("retried")
                 else:
                     leases.append(await f.renew(lease, now))
             elif kind == "tick":
-                now += op[1]  # type: ignore[operator]
+                now += op[1]
             elif kind == "mark":
-                await f.mark_done(op[1])  # type: ignore[arg-type]
+                await f.mark_done(op[1])
             elif kind == "delay":
-                await f.delay_host(op[1], now + op[2])  # type: ignore[arg-type,operator]
+                await f.delay_host(op[1], now + op[2])
         except FrontierError as e:
             out.append(("error", kind, str(e)))
         out.append((await f.counts(), await f.next_ready_at(), await f.is_finished()))
@@ -344,7 +346,7 @@ async def _apply(f: Frontier, ops: list[tuple[object, ...]]) -> list[object]:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=st.lists(_op, max_size=60))
-def test_sqlite_matches_memory_model(ops: list[tuple[object, ...]]) -> None:
+def test_sqlite_matches_memory_model(ops: list[tuple[Any, ...]]) -> None:
     saved = (sqlite_mod._CHUNK, sqlite_mod._CACHE_MAX, sqlite_mod._HOT_MAX)
     sqlite_mod._CHUNK, sqlite_mod._CACHE_MAX, sqlite_mod._HOT_MAX = 1, 2, 3
     try:

@@ -29,7 +29,7 @@ from typing import Protocol, runtime_checkable
 
 from skitter.errors import FrontierError
 from skitter.models import Lease, Request
-from skitter.urls import host_key
+from skitter.urls import fingerprint, host_key
 
 __all__ = ["AddResult", "Frontier", "FrontierCounts"]
 
@@ -83,8 +83,10 @@ class Frontier(Protocol):
 
         Idempotent: adding the same batch twice enqueues nothing the second time.
         ``force=True`` enqueues even a seen URL (a redirect continuation that loops back
-        through a cookie), but never a second pending/leased entry with the same url and
-        :attr:`Request.requested_url`. All :class:`Request` fields round-trip exactly.
+        through a cookie), unless an entry with the same url and
+        :attr:`Request.requested_url` is already pending (a leased plain entry does not
+        block it; a forced entry that is leased does). All :class:`Request` fields
+        round-trip exactly.
 
         Raises:
             ValueError: a request URL has no host (see :func:`skitter.urls.host_key`).
@@ -184,6 +186,16 @@ class Frontier(Protocol):
 
 #: (priority, depth, seq, fp): a pending request's position in its host's queue.
 Entry = tuple[int, int, int, int]
+
+
+def forced_key(request: Request) -> int:
+    """Storage key of a ``force=True`` entry: one per (url, requested_url) pair.
+
+    Distinct from ``fingerprint(url)`` (the URL-seen key), so a forced re-enqueue never
+    disturbs the URL's own entry.
+    """
+    return fingerprint(f"{request.url} {request.requested_url}")
+
 
 #: Initial ``not_before`` of a host never fetched (any clock at or after 0 finds it ready).
 _NEVER = 0.0
@@ -390,6 +402,13 @@ class _CoreFrontier:
             self._pending += 1
             self._touch(h)
 
+    def _push_expiry(self, expires_at: float, token: int) -> None:
+        exp = self._expiry
+        heapq.heappush(exp, (expires_at, token))
+        if len(exp) > 2 * len(self._leases) + 1024:  # mostly acked/renewed leases: drop them
+            self._expiry = [(r.expires_at, t) for t, r in self._leases.items()]
+            heapq.heapify(self._expiry)
+
     def _release(self, token: int, rec: _LeaseRec) -> None:
         del self._leases[token]
         del self._leased_fps[rec.entry[3]]
@@ -416,7 +435,7 @@ class _CoreFrontier:
         request, attempts = self._load(entry[3])
         self._leases[token] = _LeaseRec(entry, h, expires_at, attempts)
         self._leased_fps[entry[3]] = token
-        heapq.heappush(self._expiry, (expires_at, token))
+        self._push_expiry(expires_at, token)
         self._touch(h)
         return Lease(request, h.name, token, expires_at, attempts)
 
@@ -465,7 +484,7 @@ class _CoreFrontier:
         self._check_open()
         rec = self._rec(lease)
         rec.expires_at = now + self.lease_ttl_s
-        heapq.heappush(self._expiry, (rec.expires_at, lease.token))
+        self._push_expiry(rec.expires_at, lease.token)
         return replace(lease, expires_at=rec.expires_at)
 
     def _delay_host(self, name: str, not_before: float) -> None:

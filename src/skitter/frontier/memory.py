@@ -9,7 +9,14 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
-from skitter.frontier.base import AddResult, Entry, FrontierCounts, _CoreFrontier, _Queue
+from skitter.frontier.base import (
+    AddResult,
+    Entry,
+    FrontierCounts,
+    _CoreFrontier,
+    _Queue,
+    forced_key,
+)
 from skitter.models import Lease, Request
 from skitter.urls import fingerprint, host_key
 
@@ -17,11 +24,6 @@ __all__ = ["MemoryFrontier"]
 
 _PENDING = 0  # pending or leased (leases live in the scheduler)
 _DONE = 2
-
-
-def forced_key(request: Request) -> int:
-    """Fingerprint key of a ``force=True`` entry: one per (url, requested_url) pair."""
-    return fingerprint(f"{request.url} {request.requested_url}")
 
 
 class _Row:
@@ -138,21 +140,25 @@ class MemoryFrontier(_CoreFrontier):
                     self._enqueue_row(fp, row, touched)
                     added.append(req.url)
                     continue
-                if not force or (
+                if not force or (  # the same url + requested url already waits
                     old.state == _PENDING
+                    and fp not in self._leased_fps
                     and old.request.requested_url == req.requested_url
                 ):
                     continue
                 ffp = forced_key(req)
                 frow = rows.get(ffp)
-                if frow is not None and frow.state == _PENDING:
+                if frow is not None and frow.state == _PENDING:  # pending or leased
                     continue
                 self._seq += 1
                 if frow is None:
                     frow = rows[ffp] = _Row(req, old.host, _PENDING, self._seq)
                 else:  # done: enqueue again with the new request
                     frow.request, frow.state, frow.seq, frow.attempts = (
-                        req, _PENDING, self._seq, 0,
+                        req,
+                        _PENDING,
+                        self._seq,
+                        0,
                     )
                     self._done -= 1
                 self._enqueue_row(ffp, frow, touched)

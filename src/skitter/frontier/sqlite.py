@@ -48,8 +48,15 @@ from typing import Any
 from rbloom import Bloom
 
 from skitter.errors import FrontierError
-from skitter.frontier.base import AddResult, Entry, FrontierCounts, _CoreFrontier, _Host, _Queue
-from skitter.frontier.memory import forced_key
+from skitter.frontier.base import (
+    AddResult,
+    Entry,
+    FrontierCounts,
+    _CoreFrontier,
+    _Host,
+    _Queue,
+    forced_key,
+)
 from skitter.models import Hop, Lease, Request
 from skitter.urls import fingerprint, host_key
 
@@ -62,7 +69,7 @@ _DONE = 2
 #: Entries of one host loaded from the index per query.
 _CHUNK = 4
 #: A host's cache is cut back to _CHUNK entries when pushes make it longer than this.
-_CACHE_MAX = 16
+_CACHE_MAX = 8
 #: Recently seen fingerprints kept exactly (two generations of this many each).
 _HOT_MAX = 1 << 18
 #: False-positive rate of each Bloom filter in the chain.
@@ -356,9 +363,7 @@ class SqliteFrontier(_CoreFrontier):
         self._seq = int(row[0]) if row is not None else 0
         db.execute("COMMIT")
 
-        pending = dict(
-            db.execute("SELECT host, count(*) FROM urls WHERE state = 0 GROUP BY host")
-        )
+        pending = dict(db.execute("SELECT host, count(*) FROM urls WHERE state = 0 GROUP BY host"))
         for hid, name, not_before in db.execute("SELECT id, host, not_before FROM hosts"):
             n = pending.get(hid, 0)
             h = _Host(name, hid, not_before, _CachedQueue(self, hid, complete=n == 0))
@@ -448,8 +453,7 @@ class SqliteFrontier(_CoreFrontier):
         self, fp: int, status: int | None, etag: str | None, last_modified: str | None
     ) -> None:
         self._db.execute(
-            "UPDATE urls SET state = 2, last_status = ?, etag = ?, last_modified = ? "
-            "WHERE fp = ?",
+            "UPDATE urls SET state = 2, last_status = ?, etag = ?, last_modified = ? WHERE fp = ?",
             (status, etag, last_modified, fp),
         )
         self._ops += 1
@@ -555,13 +559,13 @@ class SqliteFrontier(_CoreFrontier):
         if plain is None:  # cannot happen: every seen fingerprint is stored
             raise FrontierError(f"seen URL {req.url} has no row")
         state, data, hid = plain
-        if state == _PENDING:
+        if state == _PENDING and fp not in self._leased_fps:
             origin = json.loads(data).get("o") if data is not None else None
             if (origin if origin is not None else req.url) == req.requested_url:
                 return False
         ffp = forced_key(req)
         old = db.execute("SELECT state FROM urls WHERE fp = ?", (ffp,)).fetchone()
-        if old is not None and old[0] == _PENDING:
+        if old is not None and old[0] == _PENDING:  # pending or leased: one row per key
             return False
         h = self._by_id[hid]
         self._seq += 1
