@@ -38,9 +38,18 @@ def main() -> int:
             if OUT.exists():
                 shutil.rmtree(OUT)
             cmd = [
-                sys.executable, "-m", "skitter", "crawl", f"http://{HOST}:{port}/",
-                "--resolve", f"{HOST}:{port}:127.0.0.1", "--resolve-only",
-                "--delay", "0.05", "--out", str(OUT),
+                sys.executable,
+                "-m",
+                "skitter",
+                "crawl",
+                f"http://{HOST}:{port}/",
+                "--resolve",
+                f"{HOST}:{port}:127.0.0.1",
+                "--resolve-only",
+                "--delay",
+                "0.05",
+                "--out",
+                str(OUT),
             ]
             print("$ skitter " + " ".join(cmd[3:]), flush=True)
             rc = subprocess.call(cmd)

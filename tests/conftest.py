@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.site import Site
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
-from tests.integration.site import Site
 
 
 @pytest.fixture

@@ -139,7 +139,9 @@ async def build_components(
         ignore=p.ignore_robots,
     )
     warc = (
-        WarcWriter(str(out_dir), max_bytes=settings.warc_max_bytes, software=f"Skitter/{__version__}")
+        WarcWriter(
+            str(out_dir), max_bytes=settings.warc_max_bytes, software=f"Skitter/{__version__}"
+        )
         if settings.warc
         else None
     )

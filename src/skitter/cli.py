@@ -24,7 +24,6 @@ from skitter.errors import ConfigError, SkitterError
 from skitter.settings import (
     CrawlSettings,
     FetchSettings,
-    PolitenessSettings,
     ScopeSettings,
 )
 from skitter.state import check_resume_compatible, load_state
@@ -142,8 +141,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--include", action="append", type=_regex, metavar="REGEX")
     g.add_argument("--exclude", action="append", type=_regex, metavar="REGEX")
     g.add_argument("--max-depth", type=_positive_int, metavar="N", help="hops from a seed")
-    g.add_argument("--max-pages", type=_at_least_one, metavar="N",
-                   help="stop after N records with a 2xx status")
+    g.add_argument(
+        "--max-pages",
+        type=_at_least_one,
+        metavar="N",
+        help="stop after N records with a 2xx status",
+    )
     g.add_argument("--max-links-per-page", type=_positive_int, metavar="N")
     g.add_argument("--max-seed-links", type=_positive_int, metavar="N")
     g.add_argument("--max-url-length", type=_at_least_one, metavar="N", help="default: 2048")
@@ -156,20 +159,34 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--retries", type=_positive_int, metavar="N", help="default: 2")
     g.add_argument("--ignore-robots", action="store_true", help="only for your own site")
     g.add_argument("--robots-retry", type=_positive_float, metavar="SECONDS", help="default: 60")
-    g.add_argument("--max-crawl-delay", type=_positive_float, metavar="SECONDS",
-                   help="cap on robots.txt Crawl-delay, default 30")
+    g.add_argument(
+        "--max-crawl-delay",
+        type=_positive_float,
+        metavar="SECONDS",
+        help="cap on robots.txt Crawl-delay, default 30",
+    )
     g = c.add_argument_group("fetching")
-    g.add_argument("--timeout", type=_positive_float, metavar="SECONDS",
-                   help="whole-fetch deadline, default 30")
-    g.add_argument("--max-body", type=_size, metavar="BYTES", help="decoded size cap, default 10MiB")
+    g.add_argument(
+        "--timeout",
+        type=_positive_float,
+        metavar="SECONDS",
+        help="whole-fetch deadline, default 30",
+    )
+    g.add_argument(
+        "--max-body", type=_size, metavar="BYTES", help="decoded size cap, default 10MiB"
+    )
     g.add_argument("--user-agent", metavar="UA")
     g.add_argument("--header", action="append", type=_header, metavar="'Name: value'")
     g.add_argument("--proxy", metavar="URL")
     g.add_argument("--resolve", action="append", type=_resolve, metavar="HOST:PORT:ADDR")
-    g.add_argument("--resolve-only", action="store_true",
-                   help="names not given with --resolve fail without any DNS query")
-    g.add_argument("--allow-private", action="store_true",
-                   help="allow links to loopback/private addresses")
+    g.add_argument(
+        "--resolve-only",
+        action="store_true",
+        help="names not given with --resolve fail without any DNS query",
+    )
+    g.add_argument(
+        "--allow-private", action="store_true", help="allow links to loopback/private addresses"
+    )
     g = c.add_argument_group("output")
     g.add_argument("--frontier", choices=["sqlite", "memory"], help="default: sqlite")
     g.add_argument("--no-warc", action="store_true", help="do not write WARC files")
@@ -199,7 +216,9 @@ def _read_seeds(args: argparse.Namespace) -> list[str]:
     return seeds
 
 
-def settings_from_args(args: argparse.Namespace, base: CrawlSettings | None = None) -> CrawlSettings:
+def settings_from_args(
+    args: argparse.Namespace, base: CrawlSettings | None = None
+) -> CrawlSettings:
     """Settings from parsed flags; on resume ``base`` (the stored settings) fills the rest.
 
     Raises:
@@ -212,8 +231,11 @@ def settings_from_args(args: argparse.Namespace, base: CrawlSettings | None = No
     def pick(name: str, current: Any) -> Any:
         return a[name] if name in given else current
 
-    seeds = _read_seeds(args) if ({"seeds", "seeds_file"} & given and (
-        a.get("seeds") or a.get("seeds_file"))) else list(b.seeds)
+    seeds = (
+        _read_seeds(args)
+        if ({"seeds", "seeds_file"} & given and (a.get("seeds") or a.get("seeds_file")))
+        else list(b.seeds)
+    )
     fetch = b.fetch
     resolve = dict(fetch.resolve)
     if "resolve" in given:
@@ -319,8 +341,10 @@ async def _crawl(settings: CrawlSettings) -> int:
             interrupted += 1
             if interrupted == 1:
                 progress.stop()
-                print("stopping: finishing requests in flight (Ctrl-C again to abort)",
-                      file=sys.stderr)
+                print(
+                    "stopping: finishing requests in flight (Ctrl-C again to abort)",
+                    file=sys.stderr,
+                )
                 crawler.request_stop()
             else:
                 crawler.abort()
@@ -344,7 +368,9 @@ async def _crawl(settings: CrawlSettings) -> int:
             f"= {snap.pages_per_s:,.1f} pages/s",
         )
         print(f"output: {out}/ (pages.jsonl, links.tsv, report.json, *.warc.gz)")
-    if interrupted or not finished and crawler.report()["stop_reason"] in ("interrupted", "aborted"):
+    if interrupted or (
+        not finished and crawler.report()["stop_reason"] in ("interrupted", "aborted")
+    ):
         print(f"interrupted; resume with: skitter crawl --resume --out {out}", file=sys.stderr)
         return 130
     return 0
@@ -383,8 +409,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"interrupted; resume with: skitter crawl --resume --out {args.out}", file=sys.stderr)
         return 130
     except OSError as exc:
-        print(f"skitter: error: {exc.strerror or exc}: {getattr(exc, 'filename', '') or ''}",
-              file=sys.stderr)
+        print(
+            f"skitter: error: {exc.strerror or exc}: {getattr(exc, 'filename', '') or ''}",
+            file=sys.stderr,
+        )
         return 2
 
 

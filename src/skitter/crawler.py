@@ -324,7 +324,9 @@ class Crawler:
                         return
                     self._note(self._robots_unreachable, origin(req.url), req.url)
                     await self._finish_error(
-                        lease, attempts, "robots_unreachable",
+                        lease,
+                        attempts,
+                        "robots_unreachable",
                         "robots.txt unreachable (5xx or network error): disallow all",
                         not_before=self.clock(),
                     )
@@ -353,7 +355,9 @@ class Crawler:
             self._host_last_end[host] = end
             d = retry_decision(None, exc.kind, attempts, p.retries, None, p.max_retry_after_s)
             if d.retry:
-                await c.frontier.retry(lease, not_before=end + max(d.wait_s, self._gap_s(crawl_delay)))
+                await c.frontier.retry(
+                    lease, not_before=end + max(d.wait_s, self._gap_s(crawl_delay))
+                )
                 return
             await self._finish_error(
                 lease, attempts, exc.kind, exc.detail, not_before=end + self._gap_s(crawl_delay)
@@ -378,7 +382,9 @@ class Crawler:
             return
         await self._finish_response(lease, resp, attempts, end + gap)
 
-    async def _redirect(self, lease: Lease, resp: Response, attempts: int, not_before: float) -> None:
+    async def _redirect(
+        self, lease: Lease, resp: Response, attempts: int, not_before: float
+    ) -> None:
         c = self.components
         req = lease.request
         target = location_target(req.url, resp.header("location"))
@@ -391,9 +397,13 @@ class Crawler:
         fragment = split_fragment(target or "")[1]
         if len(hops) > self.settings.fetch.max_redirects:
             await self._finish_error(
-                lease, attempts, "too_many_redirects",
-                f"more than {self.settings.fetch.max_redirects} redirects", not_before,
-                hops=hops, final=req.url,
+                lease,
+                attempts,
+                "too_many_redirects",
+                f"more than {self.settings.fetch.max_redirects} redirects",
+                not_before,
+                hops=hops,
+                final=req.url,
             )
             return
         visited = [h.url for h in hops]
@@ -404,8 +414,13 @@ class Crawler:
                 force = True
             else:
                 await self._finish_error(
-                    lease, attempts, "too_many_redirects", f"redirect loop back to {canon}",
-                    not_before, hops=hops, final=req.url,
+                    lease,
+                    attempts,
+                    "too_many_redirects",
+                    f"redirect loop back to {canon}",
+                    not_before,
+                    hops=hops,
+                    final=req.url,
                 )
                 return
         if not c.scope.in_scope(canon):
@@ -504,8 +519,9 @@ class Crawler:
         rows: list[LinkRow] = list(extra_rows)
         decisions: Counter[str] = Counter(r.decision for r in extra_rows)
         if resp.body and _is_html(resp) and not (300 <= resp.status < 400):
-            page = c.extract(resp.body, req.url, resp.header("content-type"),
-                             _robots_header_values(resp))
+            page = c.extract(
+                resp.body, req.url, resp.header("content-type"), _robots_header_values(resp)
+            )
             new_rows, new_decisions = await self._decide_links(req, page)
             rows.extend(new_rows)
             decisions.update(new_decisions)
@@ -654,7 +670,10 @@ class Crawler:
                     done_urls.append(r["final_url"])
                     done_urls.extend(h["url"] for h in r.get("redirects") or ())
                     self.stats.count_record(
-                        host_key(r["url"]), depth, r.get("status"), r.get("error"),
+                        host_key(r["url"]),
+                        depth,
+                        r.get("status"),
+                        r.get("error"),
                         int(r.get("bytes") or 0),
                     )
         if done_urls:
@@ -665,12 +684,13 @@ class Crawler:
         if readd:
             await c.frontier.add(readd)
         await c.frontier.flush()
-        log.info("resume: %d records and %d queued links replayed past the checkpoint",
-                 len(set(done_urls)), len(readd))
+        log.info(
+            "resume: %d records and %d queued links replayed past the checkpoint",
+            len(set(done_urls)),
+            len(readd),
+        )
 
-    def _reconcile_links(
-        self, path: Path, offset: int, recorded: dict[str, int]
-    ) -> list[Request]:
+    def _reconcile_links(self, path: Path, offset: int, recorded: dict[str, int]) -> list[Request]:
         """Replay links.tsv rows past ``offset``; cut a trailing block whose page has no record."""
         from skitter.export.links import parse_row
 
@@ -739,4 +759,3 @@ class Crawler:
 async def _maybe_await(value: object) -> None:
     if inspect.isawaitable(value):
         await value
-

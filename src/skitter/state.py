@@ -81,9 +81,7 @@ def _build(cls: Any, data: dict[str, Any]) -> Any:
     kwargs = {k: v for k, v in data.items() if k in names}
     for f in fields(cls):
         if f.name in kwargs and isinstance(kwargs[f.name], list):
-            kwargs[f.name] = tuple(
-                tuple(x) if isinstance(x, list) else x for x in kwargs[f.name]
-            )
+            kwargs[f.name] = tuple(tuple(x) if isinstance(x, list) else x for x in kwargs[f.name])
     return cls(**kwargs)
 
 
@@ -93,7 +91,7 @@ def settings_from_dict(data: dict[str, Any]) -> CrawlSettings:
     fetch["resolve"] = {(h, int(p)): a for h, p, a in fetch.get("resolve", [])}
     fetch_s = _build(FetchSettings, {k: v for k, v in fetch.items() if k != "resolve"})
     fetch_s = replace(fetch_s, resolve=fetch["resolve"])
-    return replace(
+    result: CrawlSettings = replace(
         _build(
             CrawlSettings,
             {k: v for k, v in data.items() if k not in ("fetch", "politeness", "scope")},
@@ -102,6 +100,7 @@ def settings_from_dict(data: dict[str, Any]) -> CrawlSettings:
         politeness=_build(PolitenessSettings, data.get("politeness", {})),
         scope=_build(ScopeSettings, data.get("scope", {})),
     )
+    return result
 
 
 def prepare_new_out_dir(out_dir: Path) -> None:

@@ -17,14 +17,20 @@ A = "cli.example.test"
 
 
 def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "skitter", *args], capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "skitter", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 async def arun_cli(*args: str, timeout: float = 60) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "skitter", *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "skitter",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await asyncio.wait_for(proc.communicate(), timeout)
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
@@ -35,16 +41,22 @@ def test_version() -> None:
     assert r.returncode == 0 and r.stdout.strip() == f"skitter {__version__}"
 
 
-@pytest.mark.parametrize("args, message", [
-    (["crawl", "--out", "x", "--delay", "fast", "http://a.test/"], "not a number"),
-    (["crawl", "http://a.test/"], "required: --out"),
-    (["crawl", "--out", "OUT", "--seeds-file", "/nonexistent/seeds.txt"], "cannot read seeds file"),
-    (["crawl", "--out", "OUT", "ftp://a.test/"], "not an http(s) URL"),
-    (["crawl", "--out", "OUT"], "no seeds"),
-    (["crawl", "--out", "OUT", "--resolve", "a.test:80", "http://a.test/"], "HOST:PORT:ADDR"),
-    (["crawl", "--out", "OUT", "--include", "(", "http://a.test/"], "bad regular expression"),
-    (["crawl", "--resume", "--out", "OUT"], "no crawl to resume"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["crawl", "--out", "x", "--delay", "fast", "http://a.test/"], "not a number"),
+        (["crawl", "http://a.test/"], "required: --out"),
+        (
+            ["crawl", "--out", "OUT", "--seeds-file", "/nonexistent/seeds.txt"],
+            "cannot read seeds file",
+        ),
+        (["crawl", "--out", "OUT", "ftp://a.test/"], "not an http(s) URL"),
+        (["crawl", "--out", "OUT"], "no seeds"),
+        (["crawl", "--out", "OUT", "--resolve", "a.test:80", "http://a.test/"], "HOST:PORT:ADDR"),
+        (["crawl", "--out", "OUT", "--include", "(", "http://a.test/"], "bad regular expression"),
+        (["crawl", "--resume", "--out", "OUT"], "no crawl to resume"),
+    ],
+)
 def test_bad_input_one_line_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
     args = [str(tmp_path / "out") if a == "OUT" else a for a in args]
     r = run_cli(*args)
@@ -68,8 +80,15 @@ async def test_crawl_then_resume_rules(site: Site, tmp_path: Path) -> None:
     site.route(A, "/a", html("<p>a</p>"))
     site.route(A, "/b", html("<p>b</p>"))
     out = tmp_path / "out"
-    common = ["--resolve", f"{A}:{site.port}:127.0.0.1", "--resolve-only", "--delay", "0",
-              "--out", str(out)]
+    common = [
+        "--resolve",
+        f"{A}:{site.port}:127.0.0.1",
+        "--resolve-only",
+        "--delay",
+        "0",
+        "--out",
+        str(out),
+    ]
     rc, stdout, err = await arun_cli("crawl", site.url(A, "/"), *common)
     assert rc == 0, err
     assert "3 pages" in stdout and str(out) in stdout

@@ -46,12 +46,28 @@ def records(out: Path) -> list[dict[str, object]]:
 
 
 async def start_crawl(site: Site, out: Path, resume: bool) -> asyncio.subprocess.Process:
-    args = ["crawl", "--out", str(out), "--resolve", f"{H}:{site.port}:127.0.0.1",
-            "--resolve-only", "--delay", "0", "--host-concurrency", "4", "--quiet"]
+    args = [
+        "crawl",
+        "--out",
+        str(out),
+        "--resolve",
+        f"{H}:{site.port}:127.0.0.1",
+        "--resolve-only",
+        "--delay",
+        "0",
+        "--host-concurrency",
+        "4",
+        "--quiet",
+    ]
     args += ["--resume"] if resume else [site.url(H, "/")]
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "skitter", *args,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "skitter",
+        *args,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
 
 
 async def wait_records(out: Path, n: int, proc: asyncio.subprocess.Process) -> None:
@@ -100,6 +116,7 @@ async def test_kill_9_three_times_then_resume_same_pages(site: Site, tmp_path: P
     for t_kill, done in kill_times:
         later = {site.url(H, h.path_qs) for h in site.hits if h.start > t_kill}
         assert not (later & done)
+
     # links.tsv has exactly one block of rows per fetched HTML page
     # (the decision column may differ: which page first queues a URL depends on timing)
     def graph(d: Path) -> list[str]:

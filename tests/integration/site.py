@@ -39,7 +39,10 @@ def html(body: str, status: int = 200, headers: dict[str, str] | None = None) ->
 
     async def h(request: web.Request) -> web.StreamResponse:
         return web.Response(
-            body=body.encode(), status=status, content_type="text/html", charset="utf-8",
+            body=body.encode(),
+            status=status,
+            content_type="text/html",
+            charset="utf-8",
             headers=headers,
         )
 
@@ -68,7 +71,9 @@ def redirect(location: str, status: int = 302, headers: dict[str, str] | None = 
 def links_page(*hrefs: str, title: str = "t") -> Handler:
     """An HTML page linking to ``hrefs``."""
     items = "".join(f'<a href="{h}">link {i}</a>\n' for i, h in enumerate(hrefs))
-    return html(f"<!doctype html><html><head><title>{title}</title></head><body>{items}</body></html>")
+    return html(
+        f"<!doctype html><html><head><title>{title}</title></head><body>{items}</body></html>"
+    )
 
 
 class Site:
@@ -91,8 +96,9 @@ class Site:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         host = request.host.rsplit(":", 1)[0].lower()
-        hit = Hit(host, request.path_qs, request.method, time.monotonic(),
-                  headers=dict(request.headers))
+        hit = Hit(
+            host, request.path_qs, request.method, time.monotonic(), headers=dict(request.headers)
+        )
         self.hits.append(hit)
         self.inflight[host] = self.inflight.get(host, 0) + 1
         self.max_inflight[host] = max(self.max_inflight.get(host, 0), self.inflight[host])
@@ -130,7 +136,11 @@ class Site:
 
     def paths(self, host: str, method: str | None = None) -> list[str]:
         """Requested paths on ``host`` in order (robots.txt included)."""
-        return [h.path_qs for h in self.hits if h.host == host and (method is None or h.method == method)]
+        return [
+            h.path_qs
+            for h in self.hits
+            if h.host == host and (method is None or h.method == method)
+        ]
 
 
 @dataclass
@@ -150,18 +160,30 @@ class CrawlResult:
         return found[0]
 
 
-def settings_for(site: Site, out: Path, seeds: list[str], *, extra_hosts: tuple[str, ...] = (),
-                 **kw: Any) -> CrawlSettings:
+def settings_for(
+    site: Site, out: Path, seeds: list[str], *, extra_hosts: tuple[str, ...] = (), **kw: Any
+) -> CrawlSettings:
     """Test settings: every site host mapped to 127.0.0.1, --resolve-only, no delay."""
     resolve = {(h, site.port): "127.0.0.1" for h in (*site.hosts(), *extra_hosts)}
-    fetch = FetchSettings(resolve=resolve, resolve_only=True,
-                          **{k[6:]: v for k, v in kw.items() if k.startswith("fetch_")})
-    pol = PolitenessSettings(**{"delay_s": 0.0, **{k[4:]: v for k, v in kw.items()
-                                                    if k.startswith("pol_")}})
+    fetch = FetchSettings(
+        resolve=resolve,
+        resolve_only=True,
+        **{k[6:]: v for k, v in kw.items() if k.startswith("fetch_")},
+    )
+    pol = PolitenessSettings(
+        **{"delay_s": 0.0, **{k[4:]: v for k, v in kw.items() if k.startswith("pol_")}}
+    )
     scope = ScopeSettings(**{k[6:]: v for k, v in kw.items() if k.startswith("scope_")})
     rest = {k: v for k, v in kw.items() if not k.startswith(("fetch_", "pol_", "scope_"))}
-    return CrawlSettings(out_dir=str(out), seeds=tuple(seeds), fetch=fetch, politeness=pol,
-                         scope=scope, quiet=True, **rest)
+    return CrawlSettings(
+        out_dir=str(out),
+        seeds=tuple(seeds),
+        fetch=fetch,
+        politeness=pol,
+        scope=scope,
+        quiet=True,
+        **rest,
+    )
 
 
 def read_output(out: Path, snapshot: Any = None) -> CrawlResult:
@@ -174,8 +196,9 @@ def read_output(out: Path, snapshot: Any = None) -> CrawlResult:
     return CrawlResult(out, snapshot, records, links, report)
 
 
-async def crawl(site: Site, out: Path, seeds: list[str], timeout_s: float = 60.0,
-                **kw: Any) -> CrawlResult:
+async def crawl(
+    site: Site, out: Path, seeds: list[str], timeout_s: float = 60.0, **kw: Any
+) -> CrawlResult:
     """Run one crawl to completion (bounded by ``timeout_s``) and load its output."""
     settings = settings_for(site, out, seeds, **kw)
     async with Crawler.from_settings(settings) as crawler:

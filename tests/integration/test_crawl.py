@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import itertools
 import subprocess
 import sys
 import zlib
@@ -31,9 +32,21 @@ async def test_small_site_each_page_once_with_all_outputs(site: Site, tmp_path: 
     assert rec["status"] == 200 and rec["content_type"] == "application/pdf"
     assert rec["bytes"] == len(b"%PDF-1.4 binary") and rec["depth"] == 2
     assert rec["error"] is None and rec["redirects"] == [] and rec["attempts"] == 1
-    assert list(rec) == ["url", "final_url", "status", "depth", "content_type", "bytes", "sha1",
-                         "fetched_at", "elapsed_s", "attempts", "redirects", "error",
-                         "error_detail"]
+    assert list(rec) == [
+        "url",
+        "final_url",
+        "status",
+        "depth",
+        "content_type",
+        "bytes",
+        "sha1",
+        "fetched_at",
+        "elapsed_s",
+        "attempts",
+        "redirects",
+        "error",
+        "error_detail",
+    ]
     root_rows = [r for r in res.links if r["source"] == site.url(A, "/")]
     assert [(r["target"], r["fragment"], r["kind"], r["decision"]) for r in root_rows] == [
         (site.url(A, "/a.html"), "", "a", "queued"),
@@ -54,7 +67,7 @@ async def test_user_agent_and_referer_sent(site: Site, tmp_path: Path) -> None:
     site.route(A, "/", links_page("/next"))
     site.route(A, "/next", html("<p>x</p>"))
     await crawl(site, tmp_path / "out", [site.url(A, "/")], fetch_user_agent="TestBot/2.0 (+x)")
-    nxt = [h for h in site.hits if h.path_qs == "/next"][0]
+    nxt = next(h for h in site.hits if h.path_qs == "/next")
     assert nxt.headers["User-Agent"] == "TestBot/2.0 (+x)"
     assert nxt.headers["Referer"] == site.url(A, "/")
 
@@ -70,7 +83,7 @@ async def test_robots_disallow_and_crawl_delay(site: Site, tmp_path: Path) -> No
     assert site.url(A, "/private/x") in res.report["robots"][site.url(A, "")]["disallowed_urls"]
     hits = [h for h in site.hits if h.host == A]
     # Crawl-delay 0.4 s between the end of one request and the start of the next
-    for prev, nxt in zip(hits, hits[1:], strict=False):
+    for prev, nxt in itertools.pairwise(hits):
         assert nxt.start - prev.end >= 0.4 - 0.02, (prev.path_qs, nxt.path_qs)
 
 
@@ -132,13 +145,14 @@ async def test_per_host_delay_and_concurrency_from_server_log(site: Site, tmp_pa
     for p in pages:
         site.route(A, p, slow)
         site.route("b.test", p, slow)
-    await crawl(site, tmp_path / "out", [site.url(A, "/"), site.url("b.test", "/")],
-                pol_delay_s=0.15)
+    await crawl(
+        site, tmp_path / "out", [site.url(A, "/"), site.url("b.test", "/")], pol_delay_s=0.15
+    )
     for host in (A, "b.test"):
         hits = [h for h in site.hits if h.host == host]
         assert len(hits) == 8  # robots + / + 6 pages
         assert site.max_inflight[host] == 1
-        for prev, nxt in zip(hits, hits[1:], strict=False):
+        for prev, nxt in itertools.pairwise(hits):
             assert nxt.start - prev.end >= 0.15 - 0.02
     # the two hosts were crawled side by side, not one after the other
     a_hits = [h for h in site.hits if h.host == A]
@@ -182,15 +196,19 @@ async def test_redirects_recorded_and_final_url_kept(site: Site, tmp_path: Path)
     res = await crawl(site, tmp_path / "out", [site.url(A, "/")])
     r = res.record(site.url(A, "/old"))
     assert r["final_url"] == site.url(A, "/new") and r["status"] == 200
-    assert r["redirects"] == [{"url": site.url(A, "/old"), "status": 301},
-                              {"url": site.url(A, "/mid"), "status": 302}]
+    assert r["redirects"] == [
+        {"url": site.url(A, "/old"), "status": 301},
+        {"url": site.url(A, "/mid"), "status": 302},
+    ]
     r = res.record(site.url(A, "/loop1"))
     assert r["error"] == "too_many_redirects" and r["status"] is None
     r = res.record(site.url(A, "/self"))
     assert r["status"] == 200 and seen_cookie["n"] == 1
     r = res.record(site.url(A, "/offsite"))
     assert r["status"] == 302 and r["final_url"] == site.url(A, "/offsite")
-    row = [x for x in res.links if x["kind"] == "redirect" and x["source"] == site.url(A, "/offsite")]
+    row = [
+        x for x in res.links if x["kind"] == "redirect" and x["source"] == site.url(A, "/offsite")
+    ]
     assert row[0]["target"] == "http://elsewhere.test/x" and row[0]["decision"] == "scope"
     assert "/new" in site.paths(A) and site.paths(A).count("/new") == 1
 
@@ -211,14 +229,14 @@ async def test_decompression_bomb_aborted_and_next_page_fine(site: Site, tmp_pat
     bomb = b"".join(co.compress(chunk) for _ in range(64)) + co.flush()  # 64 MiB of zeros
 
     async def bomb_h(request: web.Request) -> web.StreamResponse:
-        return web.Response(body=bomb, headers={"Content-Type": "text/html",
-                                                "Content-Encoding": "gzip"})
+        return web.Response(
+            body=bomb, headers={"Content-Type": "text/html", "Content-Encoding": "gzip"}
+        )
 
     site.route(A, "/", links_page("/bomb", "/after"))
     site.route(A, "/bomb", bomb_h)
     site.route(A, "/after", html("<p>after</p>"))
-    res = await crawl(site, tmp_path / "out", [site.url(A, "/")],
-                      fetch_max_body_bytes=1024 * 1024)
+    res = await crawl(site, tmp_path / "out", [site.url(A, "/")], fetch_max_body_bytes=1024 * 1024)
     r = res.record(site.url(A, "/bomb"))
     assert r["error"] == "body_too_large" and r["status"] is None
     assert res.record(site.url(A, "/after"))["status"] == 200
@@ -237,22 +255,33 @@ async def test_slow_drip_hits_whole_fetch_deadline(site: Site, tmp_path: Path) -
     site.route(A, "/", links_page("/drip", "/fast"))
     site.route(A, "/drip", drip)
     site.route(A, "/fast", html("<p>fast</p>"))
-    res = await crawl(site, tmp_path / "out", [site.url(A, "/")],
-                      fetch_timeout_s=1.5, fetch_read_timeout_s=1.0, pol_retries=0)
+    res = await crawl(
+        site,
+        tmp_path / "out",
+        [site.url(A, "/")],
+        fetch_timeout_s=1.5,
+        fetch_read_timeout_s=1.0,
+        pol_retries=0,
+    )
     r = res.record(site.url(A, "/drip"))
     assert r["error"] == "timeout" and "total" in r["error_detail"]
     assert res.record(site.url(A, "/fast"))["status"] == 200
 
 
 async def test_nofollow_base_href_and_session_ids(site: Site, tmp_path: Path) -> None:
-    site.route(A, "/", html(
-        '<html><head><base href="/docs/"></head><body>'
-        '<a href="page.html">rel</a>'
-        '<a rel="nofollow" href="/secret.html">nf</a>'
-        '<a href="/s?PHPSESSID=0123456789abcdef0123456789abcdef&id=1">s1</a>'
-        '<a href="/s?PHPSESSID=fedcba9876543210fedcba9876543210&id=1">s2</a>'
-        '<a href="/j;jsessionid=ABCDEF0123456789">j</a>'
-        "</body></html>"))
+    site.route(
+        A,
+        "/",
+        html(
+            '<html><head><base href="/docs/"></head><body>'
+            '<a href="page.html">rel</a>'
+            '<a rel="nofollow" href="/secret.html">nf</a>'
+            '<a href="/s?PHPSESSID=0123456789abcdef0123456789abcdef&id=1">s1</a>'
+            '<a href="/s?PHPSESSID=fedcba9876543210fedcba9876543210&id=1">s2</a>'
+            '<a href="/j;jsessionid=ABCDEF0123456789">j</a>'
+            "</body></html>"
+        ),
+    )
     site.route(A, "/docs/page.html", html("<p>p</p>"))
     site.route(A, "/s?id=1", html("<p>s</p>"))
     site.route(A, "/j", html("<p>j</p>"))
@@ -261,7 +290,7 @@ async def test_nofollow_base_href_and_session_ids(site: Site, tmp_path: Path) ->
     assert "/secret.html" not in site.paths(A)
     assert site.paths(A).count("/s?id=1") == 1
     assert site.paths(A).count("/j") == 1
-    nf = [r for r in res.links if r["target"] == site.url(A, "/secret.html")][0]
+    nf = next(r for r in res.links if r["target"] == site.url(A, "/secret.html"))
     assert nf["nofollow"] == "1" and nf["decision"] == "nofollow"
 
 
@@ -281,7 +310,7 @@ async def test_retry_after_on_429_delays_the_host(site: Site, tmp_path: Path) ->
     r = res.record(site.url(A, "/a"))
     assert r["status"] == 200 and r["attempts"] == 2
     hits = [h for h in site.hits if h.host == A]
-    first_429 = [h for h in hits if h.path_qs == "/a"][0]
+    first_429 = next(h for h in hits if h.path_qs == "/a")
     after = [h for h in hits if h.start > first_429.start]
     assert after and all(h.start - first_429.end >= 1.0 - 0.02 for h in after)
 
@@ -292,8 +321,9 @@ async def test_max_depth_max_pages_and_link_cap(site: Site, tmp_path: Path) -> N
     site.route(A, "/d1b", html("<p/>"))
     site.route(A, "/d1c", html("<p/>"))
     site.route(A, "/d2", html("<p/>"))
-    res = await crawl(site, tmp_path / "o1", [site.url(A, "/")], scope_max_depth=1,
-                      scope_max_links_per_page=2)
+    res = await crawl(
+        site, tmp_path / "o1", [site.url(A, "/")], scope_max_depth=1, scope_max_links_per_page=2
+    )
     assert sorted(r["url"] for r in res.records) == [site.url(A, p) for p in ("/", "/d1a", "/d1b")]
     decisions = {r["target"]: r["decision"] for r in res.links}
     assert decisions[site.url(A, "/d1c")] == "limit"
@@ -303,12 +333,20 @@ async def test_max_depth_max_pages_and_link_cap(site: Site, tmp_path: Path) -> N
 
 
 async def test_scope_domain_and_exclude(site: Site, tmp_path: Path) -> None:
-    site.route("www.ex.test", "/", links_page(site.url("docs.ex.test", "/"),
-                                              site.url("other.test", "/"), "/skip/me"))
+    site.route(
+        "www.ex.test",
+        "/",
+        links_page(site.url("docs.ex.test", "/"), site.url("other.test", "/"), "/skip/me"),
+    )
     site.route("docs.ex.test", "/", html("<p/>"))
     site.route("other.test", "/", html("<p/>"))
-    res = await crawl(site, tmp_path / "out", [site.url("www.ex.test", "/")],
-                      scope_scope="domain", scope_exclude=("/skip/",))
+    res = await crawl(
+        site,
+        tmp_path / "out",
+        [site.url("www.ex.test", "/")],
+        scope_scope="domain",
+        scope_exclude=("/skip/",),
+    )
     urls = {r["url"] for r in res.records}
     assert urls == {site.url("www.ex.test", "/"), site.url("docs.ex.test", "/")}
     d = {r["target"]: r["decision"] for r in res.links}
@@ -318,8 +356,9 @@ async def test_scope_domain_and_exclude(site: Site, tmp_path: Path) -> None:
 
 async def test_resolve_only_unmapped_host_is_dns_error(site: Site, tmp_path: Path) -> None:
     site.route(A, "/", links_page("http://unmapped.test/"))
-    res = await crawl(site, tmp_path / "out", [site.url(A, "/"), "http://unmapped.test/"],
-                      pol_retries=0)
+    res = await crawl(
+        site, tmp_path / "out", [site.url(A, "/"), "http://unmapped.test/"], pol_retries=0
+    )
     r = res.record("http://unmapped.test/")
     # robots.txt could not be fetched (the name does not resolve): disallow all, RFC 9309
     assert r["error"] == "robots_unreachable" and r["status"] is None
