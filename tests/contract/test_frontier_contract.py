@@ -19,7 +19,9 @@ from skitter.frontier import (
     MemoryFrontier,
     SqliteFrontier,
 )
+from skitter.frontier.base import _HostKeys
 from skitter.models import Hop, Lease, Request
+from skitter.urls import host_key
 
 Factory = Callable[..., Awaitable[Frontier]]
 
@@ -505,3 +507,27 @@ async def test_10k_urls_over_100_hosts_drain_exactly_once(make: Factory) -> None
     assert len(got) == len(set(got)) == 10_000
     assert set(got) == set(urls)
     assert await f.counts() == FrontierCounts(pending=0, leased=0, done=10_000, hosts=0)
+
+
+# -- host keys ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://a.test",
+        "https://a.test/x",
+        "https://a.test?x/y",
+        "https://a.test#f/g",
+        "https://u:p@a.test:8080/x",
+        "http://A.TEST:80/x",
+        "https://a.test\\b/c",
+        "https://[::1]:8080/x/y",
+        "https://xn--bcher-kva.test/a/b",
+    ],
+)
+def test_memoised_host_key_matches_host_key(url: str) -> None:
+    keys = _HostKeys(limit=3)
+    for _ in range(2):
+        assert keys(url) == host_key(url)
+        assert keys(url + "/more") == host_key(url + "/more")

@@ -110,3 +110,55 @@ async def test_crawl_then_resume_rules(site: Site, tmp_path: Path) -> None:
     assert len(site.hits) == before
     lines = (out / "pages.jsonl").read_text().splitlines()
     assert len(lines) == 3
+
+
+@pytest.mark.slow
+async def test_ctrl_c_stops_cleanly_and_resume_finishes(site: Site, tmp_path: Path) -> None:
+    import signal
+
+    from aiohttp import web
+
+    async def slow(request: web.Request) -> web.StreamResponse:
+        await asyncio.sleep(0.05)
+        return web.Response(text="<p>x</p>", content_type="text/html")
+
+    pages = [f"/p{i}" for i in range(60)]
+    site.route(A, "/", links_page(*pages))
+    for p in pages:
+        site.route(A, p, slow)
+    out = tmp_path / "out"
+    common = [
+        "--resolve",
+        f"{A}:{site.port}:127.0.0.1",
+        "--resolve-only",
+        "--delay",
+        "0",
+        "--out",
+        str(out),
+    ]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "skitter",
+        "crawl",
+        site.url(A, "/"),
+        *common,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    for _ in range(3000):  # bounded: 30 s
+        p = out / "pages.jsonl"
+        if p.exists() and p.read_bytes().count(b"\n") >= 10:
+            break
+        await asyncio.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    _, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 130
+    assert f"skitter crawl --resume --out {out}" in err.decode()
+    assert "Traceback" not in err.decode()
+    n_before = len((out / "pages.jsonl").read_text().splitlines())
+    assert 10 <= n_before < 61
+    rc, _, err2 = await arun_cli("crawl", "--resume", *common)
+    assert rc == 0, err2
+    urls = [json.loads(x)["url"] for x in (out / "pages.jsonl").read_text().splitlines()]
+    assert sorted(urls) == sorted(site.url(A, p) for p in ["/", *pages])

@@ -362,3 +362,39 @@ async def test_resolve_only_unmapped_host_is_dns_error(site: Site, tmp_path: Pat
     r = res.record("http://unmapped.test/")
     # robots.txt could not be fetched (the name does not resolve): disallow all, RFC 9309
     assert r["error"] == "robots_unreachable" and r["status"] is None
+
+
+async def test_library_hooks_and_memory_frontier(site: Site, tmp_path: Path) -> None:
+    from skitter.crawler import Crawler
+    from skitter.events import CrawlHooks
+    from tests.integration.site import read_output, settings_for
+
+    site.route(A, "/", links_page("/keep", "/drop", "/gone"))
+    site.route(A, "/keep", html("<p>k</p>"))
+    site.route(A, "/drop", html("<p>d</p>"))
+    pages: list[tuple[str, int | None, int]] = []
+    errors: list[str] = []
+
+    async def on_page(record, response, page):  # type: ignore[no-untyped-def]
+        pages.append((record.url, response.status, len(page.links) if page else -1))
+
+    def on_error(record):  # type: ignore[no-untyped-def]
+        errors.append(record.url)
+
+    hooks = CrawlHooks(
+        on_page=on_page,
+        on_error=on_error,
+        link_filter=lambda source, link: not (link.url or "").endswith("/drop"),
+    )
+    settings = settings_for(site, tmp_path / "out", [site.url(A, "/")], frontier="memory")
+    async with Crawler.from_settings(settings, hooks) as crawler:
+        snap = await crawler.run()
+    assert snap.records == 3 and snap.ok == 2
+    assert sorted(pages) == sorted(
+        [(site.url(A, "/"), 200, 3), (site.url(A, "/keep"), 200, 0), (site.url(A, "/gone"), 404, 0)]
+    )
+    assert errors == []
+    assert "/drop" not in site.paths(A)
+    res = read_output(tmp_path / "out")
+    d = {r["target"]: r["decision"] for r in res.links}
+    assert d[site.url(A, "/drop")] == "scope"
