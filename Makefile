@@ -27,5 +27,9 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench demo
 	$(BIN)/mypy
 
+# Skitter vs Scrapy on ../shared/bench's synthetic web (bench/README.md); BENCH_POLITE=1: polite run
+bench: $(STAMP)
+	bash bench/run_bench.sh
+
 clean:
 	rm -rf $(VENV) demo-out build *.egg-info src/*.egg-info

@@ -17,7 +17,9 @@ is the one to compare on a shared, busy machine).
   duplicates     URLs/s re-adding every URL once (all duplicates)
   reopen         seconds to open the existing file (rebuilds the seen filter and hosts)
   dequeue        lease+ack pairs/s draining everything (politeness delay 0, fake clock)
-  peak RSS       resource.getrusage maximum resident set size of this process
+  peak RSS       resource.getrusage maximum resident set size, of the enqueue process and
+                 of the resume + drain process (sqlite runs the drain in a fresh process,
+                 as a resumed crawl would)
   disk           database bytes per URL (after the final checkpoint)
 
 Generating the requests is outside the timed sections.
@@ -29,6 +31,7 @@ import argparse
 import asyncio
 import os
 import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -42,7 +45,19 @@ from skitter.models import Request
 
 
 def peak_rss_mb() -> float:
-    """Peak resident set size of this process in MiB (Linux reports KiB)."""
+    """Peak resident set size of this process in MiB.
+
+    ``resource.getrusage`` (Linux reports KiB); but Linux carries ``ru_maxrss`` over a
+    fork + exec, so the per-address-space ``VmHWM`` of /proc/self/status is preferred when
+    present (the drain runs in a child process).
+    """
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
@@ -104,54 +119,69 @@ async def timed_add(f: Frontier, args: argparse.Namespace) -> tuple[int, Timer]:
     return added, timer
 
 
+async def fill(args: argparse.Namespace) -> Frontier:
+    """Enqueue N URLs, then re-add them all; returns the (still open) frontier."""
+    f = await open_frontier(args)
+    added, timer = await timed_add(f, args)
+    assert added == args.n, (added, args.n)
+    print(timer.line("enqueue", args.n))
+    dups, timer = await timed_add(f, args)
+    assert dups == 0
+    print(timer.line("duplicates", args.n))
+    return f
+
+
+async def drain(f: Frontier, args: argparse.Namespace) -> None:
+    """Lease+ack everything (fake clock, politeness delay 0)."""
+    timer = Timer()
+    with timer:
+        now = 0.0
+        n = 0
+        while True:
+            lease = await f.lease(now)
+            if lease is None:
+                if await f.is_finished():
+                    break
+                nxt = await f.next_ready_at()
+                assert nxt is not None
+                now = max(now, nxt)
+                continue
+            await f.ack(lease, not_before=now, status=200)
+            n += 1
+        await f.flush()
+    assert n == args.n, (n, args.n)
+    print(timer.line("dequeue", n))
+    await f.aclose()
+
+
 async def run(args: argparse.Namespace) -> None:
+    if args.phase == "drain":  # a fresh process resuming the file, as a restarted crawl would
+        t = time.perf_counter()
+        f = await open_frontier(args)
+        print(f"reopen      {time.perf_counter() - t:10.1f} s   peak RSS {peak_rss_mb():,.0f} MB")
+        await drain(f, args)
+        size = sum(
+            os.path.getsize(args.path + s) for s in ("", "-wal") if os.path.exists(args.path + s)
+        )
+        print(f"disk        {size / args.n:10,.0f} bytes/URL ({size / 2**20:,.0f} MiB)")
+        print(f"peak RSS    {peak_rss_mb():10,.0f} MB (resume + drain process)")
+        return
     print(
         f"backend={args.backend} n={args.n:,} hosts={args.hosts:,} links/add={args.links} "
         f"batch_size={args.batch_size} host_concurrency={args.host_concurrency}"
         + (f" path={args.path}" if args.backend == "sqlite" else "")
     )
-    f = await open_frontier(args)
-
-    added, timer = await timed_add(f, args)
-    assert added == args.n, (added, args.n)
-    print(timer.line("enqueue", args.n))
-
-    dups, timer = await timed_add(f, args)
-    assert dups == 0
-    print(timer.line("duplicates", args.n))
-
-    if args.backend == "sqlite":
-        await f.aclose()
-        t = time.perf_counter()
-        f = await open_frontier(args)
-        print(f"reopen      {time.perf_counter() - t:10.1f} s")
-
-    timer = Timer()
-    timer.__enter__()
-    now = 0.0
-    n = 0
-    while True:
-        lease = await f.lease(now)
-        if lease is None:
-            if await f.is_finished():
-                break
-            nxt = await f.next_ready_at()
-            assert nxt is not None
-            now = max(now, nxt)
-            continue
-        await f.ack(lease, not_before=now, status=200)
-        n += 1
-    await f.flush()
-    timer.__exit__()
-    assert n == args.n, (n, args.n)
-    print(timer.line("dequeue", n))
+    f = await fill(args)
+    if args.backend == "memory":
+        await drain(f, args)
+        print(f"peak RSS    {peak_rss_mb():10,.0f} MB")
+        return
     await f.aclose()
-    if args.backend == "sqlite":
-        size = sum(
-            os.path.getsize(args.path + s) for s in ("", "-wal") if os.path.exists(args.path + s)
-        )
-        print(f"disk        {size / args.n:10,.0f} bytes/URL ({size / 2**20:,.0f} MiB)")
-    print(f"peak RSS    {peak_rss_mb():10,.0f} MB")
+    print(f"peak RSS    {peak_rss_mb():10,.0f} MB (enqueue process)")
+    sys.stdout.flush()
+    cmd = [sys.executable, __file__, "--phase", "drain", "-n", str(args.n), "--path", args.path]
+    cmd += ["--batch-size", str(args.batch_size), "--host-concurrency", str(args.host_concurrency)]
+    subprocess.run(cmd, check=True)
 
 
 def main() -> None:
@@ -163,7 +193,11 @@ def main() -> None:
     p.add_argument("--path", help="database file (default: a fresh temporary file)")
     p.add_argument("--batch-size", type=int, default=500, help="sqlite rows per commit")
     p.add_argument("--host-concurrency", type=int, default=1)
+    p.add_argument("--phase", choices=["all", "drain"], default="all", help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.phase == "drain":
+        asyncio.run(run(args))
+        return
     with tempfile.TemporaryDirectory(prefix="frontier-bench-") as tmp:
         if args.path is None:
             args.path = os.path.join(tmp, "frontier.db")

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from skitter import __version__
+from skitter.checklinks import ANCHORS_FILE, AnchorsWriter
 from skitter.errors import ConfigError, StateError
 from skitter.export.links import LinksWriter
 from skitter.export.pages import PagesWriter
@@ -47,12 +48,24 @@ class Components:
     links: LinksWriter
     warc: WarcWriter | None
     cookies_path: Path
+    #: anchors.jsonl (fragment targets per HTML page), with ``check_fragments``.
+    anchors: AnchorsWriter | None = None
+    #: link checking: also extract page resources / fragment targets (``Page.ids``).
+    extract_resources: bool = False
+    extract_ids: bool = False
 
     def extract(
         self, body: bytes, url: str, content_type: str | None, x_robots: Sequence[str]
     ) -> Page:
         """Parse an HTML body into a Page (links in document order)."""
-        return extract(body, url, content_type, x_robots)
+        return extract(
+            body,
+            url,
+            content_type,
+            x_robots,
+            resources=self.extract_resources,
+            ids=self.extract_ids,
+        )
 
     async def lookup(self, url: str) -> list[str]:
         """The IP addresses ``url``'s host resolves to (cached; honours --resolve)."""
@@ -76,6 +89,8 @@ class Components:
             finally:
                 self.pages.close()
                 self.links.close()
+                if self.anchors is not None:
+                    self.anchors.close()
                 if self.warc is not None:
                     self.warc.close()
 
@@ -154,4 +169,7 @@ async def build_components(
         links=LinksWriter(str(out_dir / LINKS_FILE)),
         warc=warc,
         cookies_path=cookies_path,
+        anchors=(AnchorsWriter(str(out_dir / ANCHORS_FILE)) if settings.check_fragments else None),
+        extract_resources=settings.check_links and settings.check_resources,
+        extract_ids=settings.check_fragments,
     )

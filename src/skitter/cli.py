@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 
 from skitter import __version__
 from skitter.crawler import Crawler
-from skitter.errors import ConfigError, SkitterError
+from skitter.errors import ConfigError, SkitterError, StateError
 from skitter.settings import (
     CrawlSettings,
     FetchSettings,
@@ -65,6 +65,12 @@ def _at_least_one(text: str) -> int:
     if v < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1: {text!r}")
     return v
+
+
+def _limit_or_off(text: str) -> int | None:
+    """A whole number >= 0 where 0 turns the limit off (None)."""
+    v = _positive_int(text)
+    return v or None
 
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]i?b?|b)?\s*$", re.I)
@@ -119,23 +125,9 @@ def _regex(text: str) -> str:
     return text
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser for every subcommand (defaults are suppressed so that a resume
-    can tell given flags from defaults)."""
-    S = argparse.SUPPRESS
-    parser = _Parser(prog="skitter", description="A polite, fast, resumable web crawler.")
-    parser.add_argument("--version", action="version", version=f"skitter {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    c = sub.add_parser(
-        "crawl",
-        help="crawl from seed URLs, write WARC, pages.jsonl, links.tsv, report.json",
-        description="Crawl politely from seeds; the output folder also holds the resumable state.",
-        argument_default=S,
-    )
-    c.add_argument("seeds", nargs="*", metavar="SEED", help="seed URL or bare domain name")
-    c.add_argument("--seeds-file", metavar="FILE", help="file of seed URLs or domains, one a line")
-    c.add_argument("--out", "-o", metavar="DIR", required=True, help="output folder")
-    c.add_argument("--resume", action="store_true", help="continue the crawl stored in --out")
+def _add_common_flags(c: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+    """Add the flags ``crawl`` and ``check-links`` share (scope, politeness, fetching,
+    output); returns the "output" group so that a command can add its own there."""
     g = c.add_argument_group("scope")
     g.add_argument("--scope", choices=["host", "domain", "any"], help="default: host")
     g.add_argument("--include", action="append", type=_regex, metavar="REGEX")
@@ -151,6 +143,30 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-seed-links", type=_positive_int, metavar="N")
     g.add_argument("--max-url-length", type=_at_least_one, metavar="N", help="default: 2048")
     g.add_argument("--follow-nofollow", action="store_true")
+    g.add_argument(
+        "--max-pages-per-host",
+        type=_at_least_one,
+        metavar="N",
+        help="queue at most N distinct URLs per host (links.tsv decision 'limit')",
+    )
+    g.add_argument(
+        "--max-path-depth",
+        type=_limit_or_off,
+        metavar="N",
+        help="drop URLs with more path segments as traps, default 32 (0 = off)",
+    )
+    g.add_argument(
+        "--max-query-variants-per-path",
+        type=_limit_or_off,
+        metavar="N",
+        help="queue at most N distinct queries per scheme+host+path, default 100 (0 = off)",
+    )
+    g.add_argument(
+        "--max-segment-repeats",
+        type=_limit_or_off,
+        metavar="N",
+        help="drop URLs with a path segment repeated more than N times, default 2 (0 = off)",
+    )
     g = c.add_argument_group("politeness")
     g.add_argument("--delay", type=_positive_float, metavar="SECONDS", help="per host, default 1.0")
     g.add_argument("--host-concurrency", type=_at_least_one, metavar="N", help="default: 1")
@@ -189,9 +205,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g = c.add_argument_group("output")
     g.add_argument("--frontier", choices=["sqlite", "memory"], help="default: sqlite")
-    g.add_argument("--no-warc", action="store_true", help="do not write WARC files")
     g.add_argument("--quiet", "-q", action="store_true", help="no progress display")
     g.add_argument("--verbose", "-v", action="store_true", help="log more to stderr")
+    return g
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser for every subcommand (defaults are suppressed so that a resume
+    can tell given flags from defaults)."""
+    S = argparse.SUPPRESS
+    parser = _Parser(prog="skitter", description="A polite, fast, resumable web crawler.")
+    parser.add_argument("--version", action="version", version=f"skitter {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    c = sub.add_parser(
+        "crawl",
+        help="crawl from seed URLs, write WARC, pages.jsonl, links.tsv, report.json",
+        description="Crawl politely from seeds; the output folder also holds the resumable state.",
+        argument_default=S,
+    )
+    c.add_argument("seeds", nargs="*", metavar="SEED", help="seed URL or bare domain name")
+    c.add_argument("--seeds-file", metavar="FILE", help="file of seed URLs or domains, one a line")
+    c.add_argument("--out", "-o", metavar="DIR", required=True, help="output folder")
+    c.add_argument("--resume", action="store_true", help="continue the crawl stored in --out")
+    out = _add_common_flags(c)
+    out.add_argument("--no-warc", action="store_true", help="do not write WARC files")
+    _add_check_links(sub)
     return parser
 
 
@@ -278,6 +316,12 @@ def settings_from_args(
         max_seed_links=pick("max_seed_links", sc.max_seed_links),
         max_url_length=pick("max_url_length", sc.max_url_length),
         follow_nofollow=pick("follow_nofollow", sc.follow_nofollow),
+        max_pages_per_host=pick("max_pages_per_host", sc.max_pages_per_host),
+        max_path_depth=pick("max_path_depth", sc.max_path_depth),
+        max_query_variants_per_path=pick(
+            "max_query_variants_per_path", sc.max_query_variants_per_path
+        ),
+        max_segment_repeats=pick("max_segment_repeats", sc.max_segment_repeats),
     )
     return CrawlSettings(
         out_dir=a["out"],
@@ -291,6 +335,9 @@ def settings_from_args(
         warc_max_bytes=b.warc_max_bytes,
         quiet=pick("quiet", False),
         resume=bool(a.get("resume", False)),
+        check_links=b.check_links,
+        check_resources=b.check_resources,
+        check_fragments=b.check_fragments,
     )
 
 
@@ -376,6 +423,241 @@ async def _crawl(settings: CrawlSettings) -> int:
     return 0
 
 
+# ------------------------------------------------------------------ check-links
+
+
+def _statuses(text: str) -> frozenset[int]:
+    """``"429,999"`` -> {429, 999} (HTTP statuses 100..999)."""
+    out: set[int] = set()
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if not part.isdigit() or not 100 <= int(part) <= 999:
+            raise argparse.ArgumentTypeError(f"not an HTTP status: {part!r}")
+        out.add(int(part))
+    return frozenset(out)
+
+
+def _add_check_links(sub: Any) -> None:
+    """The ``check-links`` subcommand: the crawl flags plus the checker's own."""
+    from skitter.checklinks import FORMATS
+
+    c = sub.add_parser(
+        "check-links",
+        help="find broken links on a site and the pages they are on",
+        description=(
+            "Crawl the sites of the given URLs politely and check every link found: internal "
+            "pages are crawled, links to other hosts are checked once each (HEAD, GET "
+            "fallback). Exit code: 0 nothing broken, 1 broken links found, 2 usage or "
+            "runtime error, 130 interrupted (resumable with --out)."
+        ),
+        argument_default=argparse.SUPPRESS,
+    )
+    c.add_argument("seeds", nargs="*", metavar="URL", help="start URL (or bare domain name)")
+    c.add_argument("--seeds-file", metavar="FILE", help="file of start URLs, one a line")
+    c.add_argument(
+        "--out",
+        "-o",
+        metavar="DIR",
+        help="keep the check's state and journals here (default: a temporary folder, "
+        "removed at the end); a later check in DIR reuses external verdicts",
+    )
+    c.add_argument("--resume", action="store_true", help="continue the check stored in --out")
+    g = c.add_argument_group("checking")
+    g.add_argument(
+        "--check-resources",
+        action="store_true",
+        help="also check <img src>, srcset, <script src>, stylesheet/icon <link href>",
+    )
+    g.add_argument(
+        "--check-fragments",
+        dest="check_fragments",
+        action="store_true",
+        help="check page#name against the ids of internal pages (default: on)",
+    )
+    g.add_argument("--no-check-fragments", dest="check_fragments", action="store_false")
+    g.add_argument(
+        "--accept",
+        type=_statuses,
+        metavar="STATUS,...",
+        help="final statuses that count as ok, e.g. 429,999",
+    )
+    g.add_argument(
+        "--ignore",
+        action="append",
+        type=_regex,
+        metavar="REGEX",
+        help="do not check URLs matching REGEX (reported as excluded)",
+    )
+    g.add_argument(
+        "--cache-age",
+        type=_positive_float,
+        metavar="SECONDS",
+        help="reuse verdicts of external links from the previous check in --out DIR "
+        "up to this old, default 86400 (0 = never)",
+    )
+    g.add_argument("--format", choices=FORMATS, help="report format, default: text")
+    g.add_argument("--output", metavar="FILE", help="write the report to FILE (default: stdout)")
+    _add_common_flags(c)
+
+
+def _prepare_check_dir(out: Path, settings: CrawlSettings, cache_age_s: float) -> list[Any]:
+    """For a new check in ``out``: take the reusable verdicts of the previous check there,
+    then clear its files. Raises StateError if ``out`` holds a crawl or an unfinished check."""
+    from skitter.checklinks import CHECK_FILES, CheckPolicy, collect_cache
+    from skitter.state import STATE_FILE, read_json
+    from skitter.urls import canonicalize
+
+    if not (out / STATE_FILE).exists():
+        return []  # new or foreign folder: the crawler's own checks apply
+    stored = load_state(out)
+    if not stored.check_links:
+        raise StateError(f"output folder {out} holds a crawl, not a link check")
+    report = read_json(out / "report.json") if (out / "report.json").exists() else {}
+    if report.get("stop_reason") in (None, "", "interrupted", "aborted"):
+        raise StateError(
+            f"output folder {out} holds an unfinished check; continue it with "
+            f"'skitter check-links --resume --out {out}' or choose another folder"
+        )
+    seeds = [u for u in (canonicalize(s) for s in settings.seeds) if u is not None]
+    cache = collect_cache(out, CheckPolicy(settings, seeds), cache_age_s, time.time())
+    for name in CHECK_FILES:
+        (out / name).unlink(missing_ok=True)
+    for warc in out.glob("*.warc.gz"):
+        warc.unlink()
+    return cache
+
+
+async def _check(settings: CrawlSettings, cache: list[Any]) -> tuple[bool, float]:
+    """Run the check's crawl; returns (interrupted, seconds)."""
+    progress = _Progress(not settings.quiet and sys.stderr.isatty())
+    interrupted = 0
+    async with Crawler.from_settings(settings) as crawler:
+        if cache and crawler.check is not None:
+            crawler.check.set_cache(cache, Path(settings.out_dir))
+        loop = asyncio.get_running_loop()
+
+        def on_signal() -> None:
+            nonlocal interrupted
+            interrupted += 1
+            if interrupted == 1:
+                progress.stop()
+                print(
+                    "stopping: finishing requests in flight (Ctrl-C again to abort)",
+                    file=sys.stderr,
+                )
+                crawler.request_stop()
+            else:
+                crawler.abort()
+
+        handled = []
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, on_signal)
+                handled.append(sig)
+            except (ValueError, RuntimeError, NotImplementedError):
+                pass  # not the main thread (library/test use): no signal handling
+        crawler.progress = progress.update
+        progress.start()
+        try:
+            snap = await crawler.run()
+        finally:
+            progress.stop()
+            for sig in handled:
+                loop.remove_signal_handler(sig)
+        stopped = crawler.report()["stop_reason"] in ("interrupted", "aborted")
+    return bool(interrupted) or (not crawler.finished and stopped), snap.elapsed_s
+
+
+def _check_links_command(args: argparse.Namespace) -> int:
+    """``skitter check-links``: exit 0 nothing broken, 1 broken links, 2 error, 130 stopped."""
+    import shutil
+    import tempfile
+
+    from skitter.checklinks import format_report, load_report
+    from skitter.rules import ScopeRule
+    from skitter.urls import canonicalize
+
+    resume = bool(getattr(args, "resume", False))
+    temp: str | None = None
+    try:
+        if getattr(args, "out", None) is None:
+            if resume:
+                raise ConfigError("--resume needs --out DIR (the folder of the check)")
+            temp = tempfile.mkdtemp(prefix="skitter-check-")
+            args.out = str(Path(temp) / "check")
+        out = Path(args.out)
+        if getattr(args, "ignore", None):
+            args.exclude = [*(getattr(args, "exclude", None) or []), *args.ignore]
+        cache: list[Any] = []
+        if resume:
+            stored = load_state(out)
+            if not stored.check_links:
+                raise StateError(f"{out} holds a crawl, not a link check")
+            settings = settings_from_args(args, base=stored)
+            check_resume_compatible(stored, settings)
+        else:
+            settings = settings_from_args(args)
+            if not settings.seeds:
+                raise ConfigError("no URLs: give start URLs or --seeds-file")
+            settings = replace(
+                settings,
+                warc=False,
+                check_links=True,
+                check_resources=bool(getattr(args, "check_resources", False)),
+                check_fragments=bool(getattr(args, "check_fragments", True)),
+            )
+            cache = _prepare_check_dir(out, settings, getattr(args, "cache_age", 86400.0))
+        ScopeRule(settings.scope, [u for u in map(canonicalize, settings.seeds) if u])
+        interrupted, elapsed = asyncio.run(_check(settings, cache))
+        if interrupted:
+            if temp is None:
+                print(
+                    f"interrupted; resume with: skitter check-links --resume --out {out}",
+                    file=sys.stderr,
+                )
+            else:
+                print("interrupted (no --out: nothing kept)", file=sys.stderr)
+            return 130
+        report = load_report(
+            out,
+            accept=getattr(args, "accept", frozenset()),
+            check_fragments=settings.check_fragments,
+        )
+        text = format_report(report, getattr(args, "format", "text"))
+        target = getattr(args, "output", None)
+        if target is None:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        else:
+            Path(target).write_text(text, encoding="utf-8")
+        if not settings.quiet and (target is not None or not sys.stdout.isatty()):
+            s = report.summary
+            print(
+                f"{s['checked']:,} links checked in {elapsed:,.1f} s: {s['broken']:,} broken, "
+                f"{s['unverified']:,} unverified, {s['redirected']:,} redirected"
+                + (f"; report: {target}" if target else ""),
+                file=sys.stderr,
+            )
+        return 1 if report.summary["broken"] else 0
+    except SkitterError as exc:
+        print(f"skitter: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except OSError as exc:
+        print(
+            f"skitter: error: {exc.strerror or exc}: {getattr(exc, 'filename', '') or ''}",
+            file=sys.stderr,
+        )
+        return 2
+    finally:
+        if temp is not None:
+            shutil.rmtree(temp, ignore_errors=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``skitter`` command; returns the exit code."""
     parser = build_parser()
@@ -388,6 +670,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.INFO if verbose else logging.WARNING,
         format="skitter: %(levelname)s: %(message)s",
     )
+    if args.command == "check-links":
+        return _check_links_command(args)
     try:
         if getattr(args, "resume", False):
             stored = load_state(Path(args.out))

@@ -29,7 +29,14 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from skitter import __version__
-from skitter.errors import FetchError, StateError
+from skitter.checklinks import (
+    CHECK_BODY_BYTES,
+    HOST_ERROR_KINDS,
+    CheckPolicy,
+    host_failure,
+    status_from_detail,
+)
+from skitter.errors import BodyTooLarge, FetchError, StateError
 from skitter.events import CrawlHooks
 from skitter.export.links import LinkRow
 from skitter.export.pages import PageRecord, iso_utc
@@ -47,6 +54,7 @@ from skitter.state import (
     read_json,
 )
 from skitter.stats import Stats, StatsSnapshot
+from skitter.traps import TrapGuard
 from skitter.urls import canonicalize, host_key, hostname, origin, split_fragment
 
 if TYPE_CHECKING:
@@ -60,6 +68,25 @@ HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 CHECKPOINT_EVERY_S = 2.0
 REPORT_EVERY_S = 30.0
 MAX_REPORTED_URLS = 100
+
+
+#: Statuses that are redirects only with a Location (RFC 9110 §15.4); 304 is not one.
+_REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+
+
+def _no_retry_detail(
+    status: int, reason: str, attempts: int, retry_after_s: float | None, cap_s: float
+) -> str | None:
+    """error_detail of a 429/5xx that is recorded as the final answer (C21: "rate limited")."""
+    what = "rate limited" if status == 429 else "server error"
+    if reason == "retry_after_too_long" and retry_after_s is not None:
+        return (
+            f"{what} ({status}): Retry-After {retry_after_s:g} s is longer than the "
+            f"{cap_s:g} s cap, not retried"
+        )
+    if reason == "retries_exhausted":
+        return f"{what} ({status}): gave up after {attempts} attempts"
+    return None
 
 
 def _is_html(resp: Response) -> bool:
@@ -119,6 +146,14 @@ class Crawler:
         self._host_last_end: dict[str, float] = {}
         self._robots_blocked: dict[str, list[str]] = defaultdict(list)
         self._robots_unreachable: dict[str, list[str]] = defaultdict(list)
+        self._traps = TrapGuard(settings.scope)
+        #: link-checking policy (``settings.check_links``), else None
+        self.check: CheckPolicy | None = None
+        if settings.check_links:
+            seeds = [u for u in (canonicalize(s) for s in settings.seeds) if u is not None]
+            self.check = CheckPolicy(settings, seeds, clock=clock)
+            if settings.resume:
+                self.check.load_cache(self.out_dir)
         self._finished = False
         self._since_checkpoint = 0
         self.progress: Callable[[Crawler], None] | None = None
@@ -267,7 +302,10 @@ class Crawler:
                 log.warning("ignoring seed %r: not an http(s) URL", s)
                 continue
             c.scope.add_seed(url)
+            if self.check is not None:
+                self.check.add_seed(url)
             c.allow_host(hostname(url))
+            self._traps.note(url)  # seeds are never dropped as traps, but they count
             reqs.append(Request(url=url, depth=0))
         if reqs:
             await c.frontier.add(reqs)
@@ -275,12 +313,18 @@ class Crawler:
     # ------------------------------------------------------------------ one request
 
     async def _robots_fetch(self, url: str) -> Response:
-        """Fetch a robots.txt (no redirects followed here); archived to WARC, not to pages."""
+        """Fetch a robots.txt (no redirects followed here); archived to WARC, not to pages.
+
+        A file larger than 512 KiB is cut there, not refused (RFC 9309 §2.5: its first
+        500 KiB are parsed; the WARC record says ``WARC-Truncated: length``).
+        """
         c = self.components
-        resp = await c.fetcher.fetch(Request(url=url), max_body_bytes=512 * 1024)
+        resp = await c.fetcher.fetch(Request(url=url), max_body_bytes=512 * 1024, truncate=True)
         self._host_last_end[host_key(url)] = self.clock()
         if c.warc is not None:
-            c.warc.write_exchange(url, resp, ip=resp.peer_ip)
+            c.warc.write_exchange(
+                url, resp, ip=resp.peer_ip, truncated="length" if resp.truncated else None
+            )
         return resp
 
     @contextlib.asynccontextmanager
@@ -314,11 +358,34 @@ class Crawler:
         host = lease.host
         attempts = lease.attempts + 1
         crawl_delay: float | None = None
+        if self.check is not None:
+            # link checking: a verdict reused from a previous check, or a host known dead
+            cached = self.check.cached(req.url) if req.check_only else None
+            if cached is not None:
+                await self._finish_cached(lease, cached)
+                return
+            failed = self.check.failed_host(host)
+            if failed is not None:
+                await self._finish_error(lease, attempts, *failed, not_before=self.clock())
+                return
         if not p.ignore_robots:
             chk = await c.robots.check(req.url)
             crawl_delay = chk.crawl_delay_s
             if not chk.allowed:
                 if chk.reason == "unreachable":
+                    if chk.error_kind in ("dns", "blocked_address") or (
+                        self.check is not None and chk.error_kind in HOST_ERROR_KINDS
+                    ):
+                        # the page could not be fetched either: record the real cause
+                        # (a dead host is "dns", not a robots.txt verdict; C27, SSRF)
+                        await self._finish_error(
+                            lease,
+                            attempts,
+                            chk.error_kind,
+                            f"robots.txt not fetched, page not fetched: {chk.error}",
+                            not_before=self.clock(),
+                        )
+                        return
                     if attempts <= p.retries:
                         await c.frontier.retry(lease, not_before=self.clock() + p.robots_retry_s)
                         return
@@ -349,7 +416,10 @@ class Crawler:
                     await asyncio.sleep(wait)
         try:
             async with self._ip_slot(req.url):
-                resp = await c.fetcher.fetch(req)
+                if req.check_only and self.check is not None:
+                    resp = await self._check_fetch(req, host, crawl_delay)
+                else:
+                    resp = await c.fetcher.fetch(req)
         except FetchError as exc:
             end = self.clock()
             self._host_last_end[host] = end
@@ -359,16 +429,19 @@ class Crawler:
                     lease, not_before=end + max(d.wait_s, self._gap_s(crawl_delay))
                 )
                 return
+            if self.check is not None and host_failure(exc.kind, exc.detail):
+                self.check.fail_host(host, exc.kind, exc.detail)
             await self._finish_error(
                 lease, attempts, exc.kind, exc.detail, not_before=end + self._gap_s(crawl_delay)
             )
             return
         end = self.clock()
         self._host_last_end[host] = end
-        if c.warc is not None:
+        if c.warc is not None and not req.check_only:
             c.warc.write_exchange(req.url, resp, ip=resp.peer_ip)
         gap = self._gap_s(crawl_delay)
         status = resp.status
+        detail: str | None = None
         if status == 429 or status >= 500:
             ra = parse_retry_after(resp.header("retry-after"), time.time())
             d = retry_decision(status, None, attempts, p.retries, ra, p.max_retry_after_s)
@@ -377,10 +450,80 @@ class Crawler:
                 return
             if ra is not None and ra > 0:
                 gap = max(gap, min(ra, p.max_retry_after_s))
+            detail = _no_retry_detail(status, d.reason, attempts, ra, p.max_retry_after_s)
         if 300 <= status < 400 and resp.header("location") is not None:
             await self._redirect(lease, resp, attempts, end + gap)
             return
-        await self._finish_response(lease, resp, attempts, end + gap)
+        if status in _REDIRECT_STATUSES:
+            detail = "redirect without Location"
+        await self._finish_response(lease, resp, attempts, end + gap, detail=detail)
+
+    async def _check_fetch(self, req: Request, host: str, crawl_delay: float | None) -> Response:
+        """Fetch a ``check_only`` request: HEAD, then GET if HEAD is refused (C20).
+
+        HEAD is trusted below 400. A HEAD status >= 400, or a HEAD failure other than at
+        the DNS/connection level, is confirmed with a GET (after the host's delay) whose
+        body is read to :data:`CHECK_BODY_BYTES` at most; a larger body counts by its
+        status (``BodyTooLarge`` "(HTTP status N)"), never as an error. A HEAD 429 (or 5xx
+        with Retry-After) is returned as is, so the retry, after the wait, is the GET.
+        Hosts that refuse HEAD (405/501 while GET works) get GET only from then on.
+        """
+        c = self.components
+        chk = self.check
+        assert chk is not None
+        head_status: int | None = None
+        if req.url not in chk.get_only and host not in chk.no_head_hosts:
+            head: Response | None = None
+            try:
+                head = await c.fetcher.fetch(req, method="HEAD")
+            except FetchError as exc:
+                if exc.kind in HOST_ERROR_KINDS:
+                    raise
+                chk.get_only.add(req.url)  # HEAD is unreliable here: GET from now on
+            if head is not None:
+                if head.status < 400:
+                    return head
+                head_status = head.status
+                chk.get_only.add(req.url)
+                if head.status == 429 or (
+                    head.status >= 500 and head.header("retry-after") is not None
+                ):
+                    return head
+            self._host_last_end[host] = self.clock()
+            await asyncio.sleep(self._gap_s(crawl_delay))
+        try:
+            resp = await c.fetcher.fetch(req, max_body_bytes=CHECK_BODY_BYTES)
+        except BodyTooLarge as exc:
+            status = status_from_detail(exc.detail)
+            if status is None:
+                raise
+            resp = Response(url=req.url, status=status)
+        if head_status in (405, 501) and resp.status < 400:
+            chk.no_head_hosts.add(host)
+        return resp
+
+    async def _finish_cached(self, lease: Lease, cached: dict[str, Any]) -> None:
+        """Record a verdict reused from a previous check (``--cache-age``); no request."""
+        req = lease.request
+        hops = [*req.redirects]
+        hops += [Hop(h["url"], int(h["status"])) for h in cached.get("redirects") or ()]
+        rec = PageRecord(
+            url=req.requested_url,
+            final_url=cached["final_url"],
+            status=cached.get("status"),
+            depth=req.depth,
+            content_type=cached.get("content_type"),
+            bytes=int(cached.get("bytes") or 0),
+            sha1=cached.get("sha1"),
+            fetched_at=cached["fetched_at"],
+            elapsed_s=0.0,
+            attempts=0,
+            redirects=hops,
+            error=None,
+            error_detail="verdict reused from a previous check (--cache-age)",
+        )
+        self._write_record(rec, host_key(req.requested_url))
+        await self.components.frontier.ack(lease, not_before=self.clock())
 
     async def _redirect(
         self, lease: Lease, resp: Response, attempts: int, not_before: float
@@ -392,7 +535,14 @@ class Crawler:
         hops = (*req.redirects, Hop(req.url, resp.status))
         if canon is None:
             # unusable or non-HTTP Location: the 3xx is the final response
-            await self._finish_response(lease, resp, attempts, not_before)
+            loc = (resp.header("location") or "").strip()
+            await self._finish_response(
+                lease,
+                resp,
+                attempts,
+                not_before,
+                detail=f"redirect to an unusable or non-http(s) Location: {loc[:200]!r}",
+            )
             return
         fragment = split_fragment(target or "")[1]
         if len(hops) > self.settings.fetch.max_redirects:
@@ -423,13 +573,25 @@ class Crawler:
                     final=req.url,
                 )
                 return
-        if not c.scope.in_scope(canon):
+        detail = ""
+        check_only = req.check_only
+        offsite_checked = False
+        if self.check is not None and not c.scope.in_scope(canon):
+            # link checking follows a redirect anywhere it may check (as check_only)
+            offsite_checked = self.check.check_only_for("scope", canon, "redirect") is not None
+            check_only = check_only or offsite_checked
+        if not offsite_checked and not c.scope.in_scope(canon):
             decision = Decision.SCOPE.value
+            detail = "out of scope (offsite)"
         elif (
             self.settings.scope.max_url_length is not None
             and len(canon) > self.settings.scope.max_url_length
         ):
             decision = Decision.URL_LENGTH.value
+            detail = f"URL longer than {self.settings.scope.max_url_length} characters"
+        elif not force and (trap := self._traps.admit(canon)) is not None:
+            decision = trap.decision.value
+            detail = f"{trap.defence}: {trap.detail}"
         else:
             cont = Request(
                 url=canon,
@@ -438,6 +600,7 @@ class Crawler:
                 origin_url=req.requested_url,
                 redirects=hops,
                 priority=req.priority,
+                check_only=check_only,
             )
             result = await c.frontier.add([cont], force=force)
             decision = Decision.QUEUED.value if canon in result.added_urls else Decision.SEEN.value
@@ -448,7 +611,16 @@ class Crawler:
             await c.frontier.ack(lease, not_before=not_before, status=resp.status)
             return
         # not followed: the chain ends here, with this 3xx as the final response
-        await self._finish_response(lease, resp, attempts, not_before, extra_rows=[row])
+        if decision == Decision.SEEN.value:
+            detail = "already crawled or queued"
+        await self._finish_response(
+            lease,
+            resp,
+            attempts,
+            not_before,
+            extra_rows=[row],
+            detail=f"redirect to {canon} not followed: {detail}",
+        )
 
     async def _finish_redirect_stop(self, lease: Lease, attempts: int, detail: str | None) -> None:
         """Record a redirect chain whose next hop may not be fetched (robots)."""
@@ -512,13 +684,14 @@ class Crawler:
         not_before: float,
         *,
         extra_rows: Sequence[LinkRow] = (),
+        detail: str | None = None,
     ) -> None:
         c = self.components
         req = lease.request
         page: Page | None = None
         rows: list[LinkRow] = list(extra_rows)
         decisions: Counter[str] = Counter(r.decision for r in extra_rows)
-        if resp.body and _is_html(resp) and not (300 <= resp.status < 400):
+        if resp.body and not req.check_only and _is_html(resp) and not (300 <= resp.status < 400):
             page = c.extract(
                 resp.body, req.url, resp.header("content-type"), _robots_header_values(resp)
             )
@@ -538,9 +711,11 @@ class Crawler:
             attempts=attempts,
             redirects=list(req.redirects),
             error=None,
-            error_detail=None,
+            error_detail=detail,
         )
         # no await between these writes: the page's rows and record land together
+        if c.anchors is not None and page is not None:
+            c.anchors.write(req.url, page.ids)
         if rows:
             c.links.write_rows(rows)
             self.stats.count_decisions(decisions)
@@ -570,6 +745,11 @@ class Crawler:
             decision, canon = rule.decide(
                 link.url, depth=child_depth, nofollow=nofollow, index=i, is_seed_page=is_seed_page
             )
+            check_only = False
+            if self.check is not None and canon is not None:
+                co = self.check.check_only_for(decision.value, canon, link.kind)
+                if co is not None:  # link checking: checked (check_only) or crawled
+                    decision, check_only = Decision.QUEUED, co
             fragment = ""
             if link.url is not None:
                 target_nofrag, fragment = split_fragment(link.url)
@@ -586,9 +766,13 @@ class Crawler:
             if decision == Decision.QUEUED and canon is not None:
                 if canon in pending or canon == source:
                     dec = Decision.SEEN.value
+                elif (trap := self._traps.admit(canon)) is not None:
+                    dec = trap.decision.value
                 else:
                     pending[canon] = len(rows)
-                    to_add.append(Request(url=canon, depth=child_depth, referer=source))
+                    to_add.append(
+                        Request(url=canon, depth=child_depth, referer=source, check_only=check_only)
+                    )
             rows.append(LinkRow(source, target, fragment, link.anchor, link.kind, nofollow, dec))
         if to_add:
             result = await c.frontier.add(to_add)
@@ -629,6 +813,7 @@ class Crawler:
             "pages_offset": c.pages.offset(),
             "links_offset": c.links.offset(),
             "stats": self.stats.to_state(self._elapsed()),
+            "traps": self._traps.to_state(),
         }
         await c.frontier.flush()
         atomic_write_json(self.out_dir / CHECKPOINT_FILE, data)
@@ -646,6 +831,7 @@ class Crawler:
         pages_off = int(cp.get("pages_offset", 0))
         links_off = int(cp.get("links_offset", 0))
         self.stats = Stats.from_state(cp.get("stats", {}))
+        self._traps.load_state(cp.get("traps") or {})
         pages_path = self.out_dir / PAGES_FILE
         links_path = self.out_dir / LINKS_FILE
         recorded: dict[str, int] = {}  # final_url / url -> depth
@@ -683,6 +869,8 @@ class Crawler:
             readd = self._reconcile_links(links_path, links_off, recorded)
         if readd:
             await c.frontier.add(readd)
+        # the trap budgets (distinct queued URLs per path / host) are rebuilt from links.tsv
+        self._traps.replay_links(links_path)
         await c.frontier.flush()
         log.info(
             "resume: %d records and %d queued links replayed past the checkpoint",
@@ -725,14 +913,34 @@ class Crawler:
             if row.decision == Decision.QUEUED.value and row.kind != "redirect":
                 depth = recorded.get(row.source)
                 if depth is not None:
-                    readd.append(Request(url=row.target, depth=depth + 1, referer=row.source))
+                    readd.append(
+                        Request(
+                            url=row.target,
+                            depth=depth + 1,
+                            referer=row.source,
+                            check_only=self._replay_check_only(row, depth + 1),
+                        )
+                    )
         self.stats.count_decisions(decisions)
         return readd
+
+    def _replay_check_only(self, row: LinkRow, depth: int) -> bool:
+        """Was this queued links.tsv row a check_only request? (decided again, for resume)"""
+        if self.check is None:
+            return False
+        decision, canon = self.components.scope.decide(
+            row.target, depth=depth, nofollow=row.nofollow, index=0, is_seed_page=False
+        )
+        if canon is None:
+            return False
+        return bool(self.check.check_only_for(decision.value, canon, row.kind))
 
     # ------------------------------------------------------------------ report
 
     def report(self) -> dict[str, Any]:
-        """The report.json document: totals, robots decisions per host, frontier state."""
+        """The report.json document: totals, robots decisions per host, frontier state,
+        and "traps": per trap defence its limit, drop count and first 100 dropped URLs
+        (see :meth:`skitter.traps.TrapGuard.report`)."""
         c = self.components
         snap = self.snapshot()
         robots = c.robots.snapshot()
@@ -747,6 +955,7 @@ class Crawler:
             "stop_reason": self._run.stop_reason or ("finished" if self._finished else ""),
             "totals": snap.to_dict(),
             "robots": robots,
+            "traps": self._traps.report(),
             "seeds": list(self.settings.seeds),
         }
 

@@ -9,6 +9,10 @@ base URL (HTML Standard §4.2.3) using the document's encoding for the query.
 The parser runs with scripting disabled, as a crawler that does not run scripts sees the
 page: ``<noscript>`` content is parsed as markup and its links are extracted. Comments and
 ``<template>`` contents are not part of the document tree, so their links are not seen.
+
+For link checking, :func:`extract` can also collect the page's resources (``<img src>``,
+``srcset``, ``<script src>``, stylesheet and icon ``<link href>``; :data:`RESOURCE_KINDS`)
+and its fragment targets (``id`` attributes and ``<a name>``, :attr:`Page.ids`).
 """
 
 from __future__ import annotations
@@ -22,7 +26,14 @@ from skitter import urls
 from skitter.charset import decode_html
 from skitter.models import Link, Page
 
-__all__ = ["MAX_ANCHOR_CHARS", "extract", "parse_refresh", "parse_robots_directives"]
+__all__ = [
+    "MAX_ANCHOR_CHARS",
+    "RESOURCE_KINDS",
+    "extract",
+    "parse_refresh",
+    "parse_robots_directives",
+    "parse_srcset",
+]
 
 #: Anchor text is cut to this many characters (after whitespace collapsing).
 MAX_ANCHOR_CHARS = 256
@@ -33,6 +44,26 @@ MAX_ANCHOR_CHARS = 256
 # ``a[href]`` also matches SVG ``<a xlink:href>`` (attribute local name "href").
 _SELECTOR = (
     "a[href], area[href], frame[src], iframe[src], link[href], meta[content], base[href], title"
+)
+# With resources: <img> and <source> (src and/or srcset) and <script src>, one selector each.
+_SELECTOR_RESOURCES = _SELECTOR + ", img, source, script[src]"
+# Fragment targets (HTML Standard §7.4.6.3 "find a potential indicated element").
+_SELECTOR_IDS = "[id], a[name]"
+
+#: Link kinds that are page resources rather than links to other documents (only extracted
+#: with ``resources=True``): ``<img src>`` "img", each URL of a ``srcset`` "srcset",
+#: ``<source src>`` "source", ``<script src>`` "script", ``<link href>`` with rel
+#: stylesheet / icon / apple-touch-icon / mask-icon / manifest "link".
+RESOURCE_KINDS = frozenset({"img", "srcset", "source", "script", "link"})
+_RESOURCE_RELS = frozenset(
+    {
+        "stylesheet",
+        "icon",
+        "apple-touch-icon",
+        "apple-touch-icon-precomposed",
+        "mask-icon",
+        "manifest",
+    }
 )
 
 _ASCII_WS = "\t\n\f\r "
@@ -290,6 +321,50 @@ def _flatten_deep(text: str) -> str:
     return "".join(parts)
 
 
+def parse_srcset(value: str) -> list[str]:
+    """The URLs of a ``srcset`` attribute, in order (HTML Standard §4.8.4.3.10).
+
+    Candidates are separated by commas; each is a URL (a run of non-whitespace) followed by
+    optional descriptors (``1x``, ``480w``). A URL may itself contain commas (``a,b.png``);
+    commas ending the URL separate candidates. Descriptor parsing skips to the next comma
+    outside parentheses. ``"a.png 1x, b.png 2x"`` gives ``["a.png", "b.png"]``;
+    ``"a.png,b.png"`` gives ``["a.png,b.png"]`` (one URL: no whitespace after its comma).
+
+    Args:
+        value: the attribute value.
+
+    Returns:
+        The URL strings as written (not joined); empty for an empty value. Never raises.
+    """
+    urls_found: list[str] = []
+    n = len(value)
+    pos = 0
+    while True:
+        while pos < n and (value[pos] in _ASCII_WS or value[pos] == ","):
+            pos += 1
+        if pos >= n:
+            return urls_found
+        start = pos
+        while pos < n and value[pos] not in _ASCII_WS:
+            pos += 1
+        url = value[start:pos]
+        if url.endswith(","):
+            url = url.rstrip(",")  # no descriptors follow
+        else:
+            in_parens = False
+            while pos < n:
+                c = value[pos]
+                pos += 1
+                if c == "(":
+                    in_parens = True
+                elif c == ")":
+                    in_parens = False
+                elif c == "," and not in_parens:
+                    break
+        if url:
+            urls_found.append(url)
+
+
 def parse_refresh(content: str) -> str | None:
     """The URL string of a ``<meta http-equiv=refresh content=...>``, or None.
 
@@ -423,6 +498,8 @@ def extract(
     headers_robots: Sequence[str] = (),
     *,
     bot_token: str | None = None,
+    resources: bool = False,
+    ids: bool = False,
 ) -> Page:
     """Parse an HTML page and return its links (document order), base URL, title, robots.
 
@@ -446,6 +523,11 @@ def extract(
     * anchor text: ASCII whitespace stripped and collapsed, at most 256 characters.
     * ``nofollow``: the element's ``rel`` has the token "nofollow" (ASCII
       case-insensitive), or the page is nofollow.
+    * with ``resources``, also (kinds in :data:`RESOURCE_KINDS`): ``<img src>`` ("img",
+      anchor = alt), every URL of an ``<img srcset>`` / ``<source srcset>`` ("srcset", see
+      :func:`parse_srcset`), ``<source src>`` ("source"), ``<script src>`` ("script"),
+      ``<link href>`` whose rel has stylesheet, icon, apple-touch-icon(-precomposed),
+      mask-icon or manifest ("link"). Empty values are skipped.
 
     Base URL: the frozen base URL of the first ``<base>`` with an ``href`` in tree order
     (HTML Standard §4.2.3), resolved against ``url``; falls back to ``url`` when absent or
@@ -460,6 +542,9 @@ def extract(
         headers_robots: the X-Robots-Tag header values.
         bot_token: this crawler's user-agent product token; directives addressed to it
             (``<meta name=TOKEN>``, ``X-Robots-Tag: TOKEN: noindex``) also apply.
+        resources: also extract page resources (see above), for link checking.
+        ids: also collect the fragment targets into :attr:`Page.ids`: every non-empty
+            ``id`` attribute value and every non-empty ``<a name>`` (one extra CSS query).
 
     Returns:
         A :class:`skitter.models.Page`. Never raises for any input bytes.
@@ -470,8 +555,20 @@ def extract(
     noindex, nofollow = parse_robots_directives(headers_robots, (bot,) if bot is not None else ())
     if text.count("<") >= _DEEP_CHECK_MIN_TAGS and _may_be_deep(text):
         text = _flatten_deep(text)
+    targets: set[str] = set()
     try:
-        nodes = LexborHTMLParser(text).css(_SELECTOR)
+        tree = LexborHTMLParser(text)
+        nodes = tree.css(_SELECTOR_RESOURCES if resources else _SELECTOR)
+        if ids:
+            for node in tree.css(_SELECTOR_IDS):
+                attrs = node.attrs
+                value = attrs.get("id")
+                if value:
+                    targets.add(value)
+                if node.tag == "a":
+                    value = attrs.get("name")
+                    if value:
+                        targets.add(value)
     except Exception:  # the parser must not take the crawl down; treat as an empty page
         return Page(links=[], base_url=url, encoding=encoding, noindex=noindex, nofollow=nofollow)
 
@@ -526,6 +623,21 @@ def extract(
                 tokens = rel.lower().split()
                 if "canonical" in tokens:
                     append(("canonical", raw, "", "nofollow" in tokens))
+                elif resources and raw and not _RESOURCE_RELS.isdisjoint(tokens):
+                    append(("link", raw, "", False))
+        elif tag == "img" or tag == "source":
+            alt = _anchor(attrs.get("alt") or "") if tag == "img" else ""
+            raw = attrs.get("src")
+            if raw:
+                append(("img" if tag == "img" else "source", raw, alt, False))
+            srcset = attrs.get("srcset")
+            if srcset:
+                for raw in parse_srcset(srcset):
+                    append(("srcset", raw, alt, False))
+        elif tag == "script":
+            raw = attrs.get("src")
+            if raw:
+                append(("script", raw, "", False))
         elif tag in ("iframe", "frame"):
             raw = attrs.get("src")
             if raw:
@@ -559,4 +671,5 @@ def extract(
         title=title or "",
         noindex=noindex,
         nofollow=nofollow,
+        ids=frozenset(targets),
     )

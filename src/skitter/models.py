@@ -29,6 +29,8 @@ class Request:
         origin_url: for a redirect continuation, the URL first requested; else None.
         redirects: hops already followed on the way here (empty unless a continuation).
         priority: lower is fetched first within a host (default 0).
+        check_only: only check that the URL answers (link checking: HEAD first, falling
+            back to GET; the body is not stored or parsed, and no links are followed).
     """
 
     url: str
@@ -37,6 +39,7 @@ class Request:
     origin_url: str | None = None
     redirects: tuple[Hop, ...] = ()
     priority: int = 0
+    check_only: bool = False
 
     @property
     def requested_url(self) -> str:
@@ -79,6 +82,8 @@ class Response:
         elapsed_s: seconds from request start to the end of the body.
         request_headers: the request headers actually sent, in order.
         peer_ip: the IP address connected to, if known.
+        truncated: the body was cut at the size cap (only when the fetch asked for that,
+            e.g. robots.txt); ``body`` holds the first ``max_body_bytes`` decoded bytes.
     """
 
     url: str
@@ -91,6 +96,7 @@ class Response:
     elapsed_s: float = 0.0
     request_headers: tuple[tuple[str, str], ...] = ()
     peer_ip: str | None = None
+    truncated: bool = False
 
     def header(self, name: str) -> str | None:
         """The first header value named ``name`` (case-insensitive), or None."""
@@ -122,7 +128,9 @@ class Link:
         url: absolute URL after WHATWG joining against the document base (not canonical),
             fragment included; None if the href could not be parsed.
         raw: the attribute value as written.
-        kind: "a", "area", "frame", "iframe", "canonical", "refresh", "redirect".
+        kind: "a", "area", "frame", "iframe", "canonical", "refresh", "redirect"; with
+            resource extraction also "img", "srcset", "source", "script", "link"
+            (see :data:`skitter.links.RESOURCE_KINDS`).
         anchor: anchor text, whitespace collapsed, at most 256 characters.
         nofollow: rel contains "nofollow" (or the page's meta robots says nofollow).
     """
@@ -144,6 +152,8 @@ class Page:
         encoding: the Python codec name used to decode the body.
         title: document title ("" if none).
         noindex / nofollow: from meta robots and X-Robots-Tag.
+        ids: the fragment targets of the page -- every ``id`` value and every ``<a name>``
+            -- when extraction was asked for them (link checking), else empty.
     """
 
     links: list[Link] = field(default_factory=list)
@@ -152,3 +162,4 @@ class Page:
     title: str = ""
     noindex: bool = False
     nofollow: bool = False
+    ids: frozenset[str] = frozenset()

@@ -94,19 +94,29 @@ _NO_MATCH = "~"
 _STAR = "*"
 
 
+_COMPATIBLE = re.compile(r"\(([^()]*;)?\s*compatible\s*;\s*([A-Za-z_-]+)", re.I)
+
+
 def product_token(user_agent: str) -> str:
     """The robots.txt product token of a User-Agent header value.
 
     The first whitespace-separated word, cut at the first "/", lower-cased:
-    ``"Skitter/0.1 (+https://...)"`` → ``"skitter"``. Only the first word is used, so a
-    browser-like ``"Mozilla/5.0 (compatible; TestCrawler/1.0)"`` yields ``"mozilla"``:
-    configure a User-Agent that *starts* with your product token (RFC 9309 §2.2.1 says
-    the token SHOULD be a substring of the User-Agent). Returns "" for an empty string.
+    ``"Skitter/0.1 (+https://...)"`` → ``"skitter"``. A browser-style User-Agent that
+    names the crawler in a ``compatible;`` comment, the convention of Googlebot, Bingbot
+    and most crawlers, yields that name instead: ``"Mozilla/5.0 (compatible;
+    TestCrawler/1.0; +https://...)"`` → ``"testcrawler"`` (RFC 9309 §2.2.1: the product
+    token SHOULD be a substring of the User-Agent; robots.txt files name that crawler
+    token, never "mozilla"). Returns "" for an empty string.
     """
     words = user_agent.split()
     if not words:
         return ""
-    return words[0].split("/", 1)[0].lower()
+    first = words[0].split("/", 1)[0].lower()
+    if first == "mozilla":
+        m = _COMPATIBLE.search(user_agent)
+        if m is not None:
+            return m.group(2).lower()
+    return first
 
 
 def agent_key(value: str) -> str:

@@ -24,6 +24,7 @@ never stored under the origin of the redirect target (RFC 9309 §2.3.1.2).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -50,6 +51,8 @@ FetchFn = Callable[[str], Awaitable[Response]]
 MAX_ROBOTS_REDIRECTS = 5
 
 _DEFAULT_PORTS = {"http": "80", "https": "443"}
+
+log = logging.getLogger("skitter")
 
 
 def origin_of(url: str) -> str:
@@ -80,11 +83,17 @@ class RobotsCheck:
         reason: "allowed", "disallowed" (a rule forbids it) or "unreachable" (the
             robots.txt could not be fetched: 5xx or network error; RFC 9309 §2.3.1.4).
         crawl_delay_s: the Crawl-delay of the group that applies, in seconds, or None.
+        error_kind: for "unreachable" because of a fetch error, its
+            :attr:`~skitter.errors.FetchError.kind` ("dns", "blocked_address", "connect",
+            "timeout"...); None for a 5xx answer and for the other reasons.
+        error: the fetch error as "kind: detail" (or None), for the record's detail.
     """
 
     allowed: bool
     reason: str
     crawl_delay_s: float | None
+    error_kind: str | None = None
+    error: str | None = None
 
 
 @dataclass(slots=True)
@@ -103,6 +112,7 @@ class RobotsEntry:
         final_url: the URL the rules were read from (after redirects), or None.
         redirects: redirect hops followed.
         error: FetchError kind and detail ("timeout: ...") when unreachable, else None.
+        error_kind: that FetchError's kind alone ("timeout", "dns"...), else None.
     """
 
     origin: str
@@ -115,6 +125,7 @@ class RobotsEntry:
     final_url: str | None = None
     redirects: int = 0
     error: str | None = None
+    error_kind: str | None = None
 
     @property
     def unreachable(self) -> bool:
@@ -141,6 +152,7 @@ class _Outcome:
     redirects: int
     error: str | None = None
     cache_s: float = field(default=0.0)
+    error_kind: str | None = None
 
 
 class RobotsCache:
@@ -229,8 +241,11 @@ class RobotsCache:
             counts.allowed += 1
             return RobotsCheck(True, "allowed", entry.crawl_delay_s)
         counts.disallowed += 1
-        reason = "unreachable" if entry.unreachable else "disallowed"
-        return RobotsCheck(False, reason, entry.crawl_delay_s)
+        if entry.unreachable:
+            return RobotsCheck(
+                False, "unreachable", entry.crawl_delay_s, entry.error_kind, entry.error
+            )
+        return RobotsCheck(False, "disallowed", entry.crawl_delay_s)
 
     def crawl_delay(self, url: str) -> float | None:
         """The cached Crawl-delay (seconds) for ``url``'s origin, or None if not known yet."""
@@ -279,7 +294,15 @@ class RobotsCache:
                 final_url=outcome.final_url,
                 redirects=outcome.redirects,
                 error=outcome.error,
+                error_kind=outcome.error_kind,
             )
+            if outcome.rules.truncated:
+                log.warning(
+                    "robots.txt of %s is larger than the parse limit: only its first %d bytes "
+                    "were parsed (RFC 9309 §2.5)",
+                    origin,
+                    self._max_bytes,
+                )
             self._entries[origin] = entry
             return entry
         finally:
@@ -302,6 +325,7 @@ class RobotsCache:
                     redirects,
                     error=f"{kind}: {exc}",
                     cache_s=self._retry_s,
+                    error_kind=str(kind),
                 )
             status = resp.status
             if 200 <= status < 300:

@@ -20,7 +20,11 @@ SCOPES = ("host", "domain", "any")
 
 
 class Decision(StrEnum):
-    """What happened to a discovered link (the value is written to links.tsv)."""
+    """What happened to a discovered link (the value is written to links.tsv).
+
+    TRAP (and LIMIT for the per-host cap) come from :mod:`skitter.traps`, the others from
+    :meth:`ScopeRule.decide` and the frontier (SEEN).
+    """
 
     QUEUED = "queued"
     SEEN = "seen"
@@ -30,6 +34,7 @@ class Decision(StrEnum):
     SCHEME = "scheme"
     URL_LENGTH = "url_length"
     LIMIT = "limit"
+    TRAP = "trap"
 
 
 def _compile(patterns: Sequence[str], what: str) -> tuple[re.Pattern[str], ...]:
@@ -153,7 +158,8 @@ class ScopeRule:
         link cap (``max_seed_links`` on seed pages when set, else ``max_links_per_page``)
         → LIMIT; out of scope or include/exclude → SCOPE; rel=nofollow without
         ``follow_nofollow`` → NOFOLLOW; ``depth > max_depth`` → DEPTH; else QUEUED
-        (the frontier may still turn it into SEEN).
+        (the crawl's :class:`skitter.traps.TrapGuard` may still turn it into TRAP or
+        LIMIT, and the frontier into SEEN).
 
         Args:
             raw_url: the absolute link URL (fragment allowed), or None if it did not parse.

@@ -96,6 +96,13 @@ class ScopeSettings:
         max_seed_links: the same cap for seed pages; None = use max_links_per_page.
         max_url_length: longer canonical URLs are dropped (characters).
         follow_nofollow: queue rel=nofollow links too.
+        max_pages_per_host: at most N distinct URLs per host (host key) are queued,
+            seeds, links and redirect targets alike; None = unlimited. Drops: "limit".
+        max_path_depth: URLs whose path has more segments are dropped as traps; None = off.
+        max_query_variants_per_path: at most N distinct queries are queued for one
+            scheme + host + path; None = off.
+        max_segment_repeats: URLs with one path segment occurring more often are dropped
+            as traps (``/a/b/a/b/a/b``); None = off. See :mod:`skitter.traps`.
     """
 
     scope: str = "host"
@@ -106,6 +113,10 @@ class ScopeSettings:
     max_seed_links: int | None = None
     max_url_length: int = 2048
     follow_nofollow: bool = False
+    max_pages_per_host: int | None = None
+    max_path_depth: int | None = 32
+    max_query_variants_per_path: int | None = 100
+    max_segment_repeats: int | None = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +132,16 @@ class CrawlSettings:
         warc_max_bytes: rotate WARC files at this size (bytes).
         quiet: no progress display.
         resume: continue the crawl stored in ``out_dir``.
+        check_links: link-checking mode (``skitter check-links``, :mod:`skitter.checklinks`):
+            links that are not crawled -- other hosts, nofollow, past ``max_depth``, in
+            scope but not matching ``include`` -- are queued as ``check_only`` requests
+            (HEAD, GET fallback, never parsed) instead of being dropped; excluded ones
+            (``exclude``) stay dropped.
+        check_resources: with ``check_links``, also extract and check page resources
+            (``<img src>``, ``srcset``, ``<script src>``, stylesheet/icon ``<link href>``)
+            as ``check_only`` requests.
+        check_fragments: record every HTML page's fragment targets (``id``, ``<a name>``)
+            in ``anchors.jsonl`` so that ``page#name`` links can be checked.
     """
 
     out_dir: str
@@ -134,3 +155,6 @@ class CrawlSettings:
     warc_max_bytes: int = 1024**3
     quiet: bool = False
     resume: bool = False
+    check_links: bool = False
+    check_resources: bool = False
+    check_fragments: bool = False

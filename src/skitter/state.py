@@ -167,6 +167,10 @@ FIXED_ON_RESUME = (
     ("max-seed-links", lambda s: s.scope.max_seed_links),
     ("max-url-length", lambda s: s.scope.max_url_length),
     ("follow-nofollow", lambda s: s.scope.follow_nofollow),
+    ("max-pages-per-host", lambda s: s.scope.max_pages_per_host),
+    ("max-path-depth", lambda s: s.scope.max_path_depth),
+    ("max-query-variants-per-path", lambda s: s.scope.max_query_variants_per_path),
+    ("max-segment-repeats", lambda s: s.scope.max_segment_repeats),
     ("ignore-robots", lambda s: s.politeness.ignore_robots),
     ("frontier", lambda s: s.frontier),
 )

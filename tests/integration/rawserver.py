@@ -86,8 +86,11 @@ LogEntry = RawRequest
 class RawConnection:
     """The client connection a handler writes to."""
 
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self, writer: asyncio.StreamWriter, reader: asyncio.StreamReader | None = None
+    ) -> None:
         self._writer = writer
+        self._reader = reader
         #: Set True in a handler to serve another request on this connection afterwards.
         self.keep_alive = False
 
@@ -105,6 +108,12 @@ class RawConnection:
         for i in range(len(data)):
             await asyncio.sleep(interval_s)
             await self.write(data[i : i + 1])
+
+    def peer_closed(self) -> bool:
+        """True once the client has closed (or half-closed) its side of the connection."""
+        return self._writer.transport.is_closing() or (
+            self._reader is not None and self._reader.at_eof()
+        )
 
     def abort(self) -> None:
         """Drop the connection at once (TCP RST where the OS allows)."""
@@ -230,6 +239,10 @@ class RawServer:
         """``http://{host or 127.0.0.1}:{port}{target}``."""
         return f"http://{host or self.host}:{self.port}{target}"
 
+    def hosts(self) -> set[str]:
+        """Every virtual host name that has a route (for ``settings_for``'s resolve map)."""
+        return {h for h, _ in self._routes if h is not None}
+
     def requests(self, target: str | None = None, host: str | None = None) -> list[RawRequest]:
         """Logged requests, filtered by exact target and/or host."""
         return [
@@ -317,7 +330,7 @@ class RawServer:
                 if req is None:
                     break
                 self.log.append(req)
-                conn = RawConnection(writer)
+                conn = RawConnection(writer, reader)
                 found = self._find(req.host, req.target)
                 if found is None:
                     await conn.write(

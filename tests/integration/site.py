@@ -17,6 +17,7 @@ from typing import Any
 from aiohttp import web
 
 from skitter.crawler import Crawler
+from skitter.events import CrawlHooks
 from skitter.settings import CrawlSettings, FetchSettings, PolitenessSettings, ScopeSettings
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -84,6 +85,7 @@ class Site:
 
     def __init__(self) -> None:
         self.routes: dict[tuple[str, str], Handler] = {}
+        self.fallbacks: dict[str, Handler] = {}
         self.hits: list[Hit] = []
         self.inflight: dict[str, int] = {}
         self.max_inflight: dict[str, int] = {}
@@ -93,6 +95,10 @@ class Site:
     def route(self, host: str, path_qs: str, handler: Handler) -> None:
         """Serve ``handler`` for ``host`` + path (with query, exactly as requested)."""
         self.routes[(host, path_qs)] = handler
+
+    def fallback(self, host: str, handler: Handler) -> None:
+        """Serve ``handler`` for every path of ``host`` that has no route, but /robots.txt."""
+        self.fallbacks[host] = handler
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         host = request.host.rsplit(":", 1)[0].lower()
@@ -104,6 +110,8 @@ class Site:
         self.max_inflight[host] = max(self.max_inflight.get(host, 0), self.inflight[host])
         try:
             h = self.routes.get((host, request.raw_path))
+            if h is None and request.raw_path != "/robots.txt":
+                h = self.fallbacks.get(host)
             if h is None:
                 return web.Response(status=404, text="not found", content_type="text/html")
             return await h(request)
@@ -132,7 +140,7 @@ class Site:
 
     def hosts(self) -> set[str]:
         """Every routed host name."""
-        return {h for h, _ in self.routes}
+        return {h for h, _ in self.routes} | set(self.fallbacks)
 
     def paths(self, host: str, method: str | None = None) -> list[str]:
         """Requested paths on ``host`` in order (robots.txt included)."""
@@ -161,7 +169,7 @@ class CrawlResult:
 
 
 def settings_for(
-    site: Site, out: Path, seeds: list[str], *, extra_hosts: tuple[str, ...] = (), **kw: Any
+    site: Any, out: Path, seeds: list[str], *, extra_hosts: tuple[str, ...] = (), **kw: Any
 ) -> CrawlSettings:
     """Test settings: every site host mapped to 127.0.0.1, --resolve-only, no delay."""
     resolve = {(h, site.port): "127.0.0.1" for h in (*site.hosts(), *extra_hosts)}
@@ -197,10 +205,19 @@ def read_output(out: Path, snapshot: Any = None) -> CrawlResult:
 
 
 async def crawl(
-    site: Site, out: Path, seeds: list[str], timeout_s: float = 60.0, **kw: Any
+    site: Any,
+    out: Path,
+    seeds: list[str],
+    timeout_s: float = 60.0,
+    hooks: CrawlHooks | None = None,
+    **kw: Any,
 ) -> CrawlResult:
-    """Run one crawl to completion (bounded by ``timeout_s``) and load its output."""
+    """Run one crawl to completion (bounded by ``timeout_s``) and load its output.
+
+    ``site`` is a :class:`Site` or a :class:`tests.integration.rawserver.RawServer` (anything
+    with ``port`` and ``hosts()``); ``hooks`` are passed to the crawler.
+    """
     settings = settings_for(site, out, seeds, **kw)
-    async with Crawler.from_settings(settings) as crawler:
+    async with Crawler.from_settings(settings, hooks) as crawler:
         snap = await asyncio.wait_for(crawler.run(), timeout=timeout_s)
     return read_output(out, snap)

@@ -360,8 +360,9 @@ async def test_resolve_only_unmapped_host_is_dns_error(site: Site, tmp_path: Pat
         site, tmp_path / "out", [site.url(A, "/"), "http://unmapped.test/"], pol_retries=0
     )
     r = res.record("http://unmapped.test/")
-    # robots.txt could not be fetched (the name does not resolve): disallow all, RFC 9309
-    assert r["error"] == "robots_unreachable" and r["status"] is None
+    # robots.txt could not be fetched because the name does not resolve: the page is not
+    # fetched either, and its record names the real cause (C27: a dead host is "dns")
+    assert r["error"] == "dns" and r["status"] is None
 
 
 async def test_library_hooks_and_memory_frontier(site: Site, tmp_path: Path) -> None:

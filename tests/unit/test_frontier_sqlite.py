@@ -144,7 +144,10 @@ async def test_second_open_is_refused_while_open(tmp_path: Path) -> None:
     with pytest.raises(FrontierError):
         SqliteFrontier(path)
     await f.aclose()
-    await SqliteFrontier(path).aclose()  # the lock is released on close
+    g = SqliteFrontier(path)  # the lock is released on close; a read-only reopen locks too
+    with pytest.raises(FrontierError):
+        SqliteFrontier(path)
+    await g.aclose()
 
 
 def test_bad_files_raise_frontier_error(tmp_path: Path) -> None:
@@ -364,3 +367,14 @@ def test_sqlite_matches_memory_model(ops: list[tuple[Any, ...]]) -> None:
         assert got == expected
     finally:
         sqlite_mod._CHUNK, sqlite_mod._CACHE_MAX, sqlite_mod._HOT_MAX = saved
+
+
+async def test_works_without_rbloom(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sqlite_mod, "_HAVE_RBLOOM", False)
+    f = SqliteFrontier(str(tmp_path / "f.db"))
+    reqs = [Request(u("a.test", str(i))) for i in range(10)]
+    assert (await f.add(reqs)).added == 10
+    await f.aclose()
+    g = SqliteFrontier(str(tmp_path / "f.db"))
+    assert (await g.add(reqs)).duplicates == 10
+    await g.aclose()

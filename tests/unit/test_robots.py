@@ -35,7 +35,16 @@ def allowed(robots: str | bytes, token: str, url: str) -> bool:
         ("Skitter/0.1 (+https://github.com/skitter-crawler/skitter)", "skitter"),
         ("Skitter", "skitter"),
         ("Googlebot-Image/1.0", "googlebot-image"),
-        ("Mozilla/5.0 (compatible; TestCrawler/1.0; +https://www.example.test/bot)", "mozilla"),
+        # cases.md: the crawler UA "Mozilla/5.0 (compatible; TestCrawler/1.0; ...)" has the
+        # robots.txt product token "testcrawler" (the "compatible;" convention)
+        ("Mozilla/5.0 (compatible; TestCrawler/1.0; +https://www.example.test/bot)", "testcrawler"),
+        ("Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)", "bingbot"),
+        (
+            "Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; Googlebot/2.1; "
+            "+http://www.google.com/bot.html) Chrome/120.0.0.0 Safari/537.36",
+            "googlebot",
+        ),
+        ("Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0", "mozilla"),
         ("  MyBot/2  ", "mybot"),
         ("", ""),
     ],

@@ -218,7 +218,10 @@ async def test_fetch_error_is_unreachable(exc: Exception) -> None:
     clock = FakeClock()
     cache = make(fetch, clock)
     check = await cache.check("http://down.example.test/x")
-    assert check == RobotsCheck(False, "unreachable", None)
+    assert (check.allowed, check.reason, check.crawl_delay_s) == (False, "unreachable", None)
+    # the fetch error's kind travels with the verdict (a dead name is "dns" for the page)
+    assert check.error_kind == getattr(exc, "kind", type(exc).__name__)
+    assert check.error is not None and check.error.startswith(f"{check.error_kind}: ")
     snap = cache.snapshot()["http://down.example.test"]
     assert snap["status"] == "unreachable"
     assert snap["http_status"] is None

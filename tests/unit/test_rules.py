@@ -37,6 +37,7 @@ def test_decision_values() -> None:
         "scheme",
         "url_length",
         "limit",
+        "trap",  # given by skitter.traps.TrapGuard, never by ScopeRule.decide
     ]
     assert isinstance(Decision.QUEUED, str)
     assert Decision("url_length") is Decision.URL_LENGTH

@@ -301,7 +301,12 @@ class AiohttpFetcher:
         return headers
 
     async def fetch(
-        self, request: Request, *, method: str = "GET", max_body_bytes: int | None = None
+        self,
+        request: Request,
+        *,
+        method: str = "GET",
+        max_body_bytes: int | None = None,
+        truncate: bool = False,
     ) -> Response:
         """Fetch ``request.url`` once (no redirects followed) and return the response.
 
@@ -315,6 +320,11 @@ class AiohttpFetcher:
             method: "GET" or "HEAD" (no body is read for HEAD).
             max_body_bytes: cap in bytes on the decoded body (and on the raw body);
                 None = ``settings.max_body_bytes``.
+            truncate: instead of raising :class:`BodyTooLarge`, stop reading at the cap
+                and return the first ``max_body_bytes`` decoded bytes with
+                ``Response.truncated`` set (the connection is closed, not drained). For
+                files that are defined by their first N bytes, e.g. robots.txt
+                (RFC 9309 §2.5: parse at least the first 500 KiB).
 
         Returns:
             :class:`~skitter.models.Response`: ``headers`` from the raw header bytes decoded
@@ -342,7 +352,7 @@ class AiohttpFetcher:
         deadline = asyncio.timeout(s.timeout_s)
         try:
             async with deadline:
-                return await self._fetch(request, method, cap, progress, start)
+                return await self._fetch(request, method, cap, progress, start, truncate)
         except Exception as exc:
             if deadline.expired():
                 raise FetchTimeout(
@@ -356,7 +366,13 @@ class AiohttpFetcher:
             raise error from exc
 
     async def _fetch(
-        self, request: Request, method: str, cap: int, progress: _Progress, start: float
+        self,
+        request: Request,
+        method: str,
+        cap: int,
+        progress: _Progress,
+        start: float,
+        truncate: bool = False,
     ) -> Response:
         s = self.settings
         try:
@@ -382,13 +398,15 @@ class AiohttpFetcher:
             progress.phase = "body"
             headers = tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers)
             try:
-                raw, body = await self._read_body(resp, headers, method, cap, progress)
+                raw, body, truncated = await self._read_body(
+                    resp, headers, method, cap, progress, truncate
+                )
             except BodyTooLarge as exc:
                 # The status helps a link checker: a 200 that is too large is still alive.
                 raise BodyTooLarge(
                     f"{exc.detail} (HTTP status {resp.status})", bytes_read=exc.bytes_read
                 ) from None
-            complete = True
+            complete = not truncated  # a truncated body was not read to its end: close
         finally:
             if complete:
                 resp.release()
@@ -406,6 +424,7 @@ class AiohttpFetcher:
             elapsed_s=self._clock() - start,
             request_headers=tuple(resp.request_info.headers.items()),
             peer_ip=resp.skitter_peer if isinstance(resp, _PeerResponse) else None,
+            truncated=truncated,
         )
 
     async def _read_body(
@@ -415,15 +434,17 @@ class AiohttpFetcher:
         method: str,
         cap: int,
         progress: _Progress,
-    ) -> tuple[bytes, bytes]:
+        truncate: bool = False,
+    ) -> tuple[bytes, bytes, bool]:
+        """(raw body, decoded body, truncated); see :meth:`fetch` for ``truncate``."""
         status = resp.status
         if method == "HEAD" or status in _NO_BODY_STATUSES or 100 <= status < 200:
-            return b"", b""
+            return b"", b"", False
         progress.content_length = _content_length(headers)
         progress.chunked = any(
             k.lower() == "transfer-encoding" and "chunked" in v.lower() for k, v in headers
         )
-        if progress.content_length is not None and progress.content_length > cap:
+        if progress.content_length is not None and progress.content_length > cap and not truncate:
             raise BodyTooLarge(
                 f"body exceeds limit: Content-Length {progress.content_length} > {cap} bytes"
             )
@@ -432,23 +453,30 @@ class AiohttpFetcher:
         decode = bool(decoder.codings) and not decoder.passthrough
         raw = bytearray()
         protocol = resp.skitter_protocol if isinstance(resp, _PeerResponse) else None
-        while True:
-            chunk = await self._read_chunk(resp, protocol, progress)
-            if not chunk:
-                break
-            raw += chunk
-            progress.raw_bytes = len(raw)
-            if decode:
-                decoder.feed(chunk)
-                progress.decoded_bytes = decoder.decoded_bytes
-            else:
-                progress.decoded_bytes = len(raw)
-            if len(raw) > cap:
-                raise BodyTooLarge(
-                    f"body exceeds limit of {cap} bytes (raw)", bytes_read=progress.decoded_bytes
-                )
+        try:
+            while True:
+                chunk = await self._read_chunk(resp, protocol, progress)
+                if not chunk:
+                    break
+                raw += chunk
+                progress.raw_bytes = len(raw)
+                if decode:
+                    decoder.feed(chunk)
+                    progress.decoded_bytes = decoder.decoded_bytes
+                else:
+                    progress.decoded_bytes = len(raw)
+                if len(raw) > cap:
+                    raise BodyTooLarge(
+                        f"body exceeds limit of {cap} bytes (raw)",
+                        bytes_read=progress.decoded_bytes,
+                    )
+        except BodyTooLarge:
+            if not truncate:
+                raise
+            body = decoder.partial() if decode else bytes(raw)
+            return bytes(raw), body[:cap], True
         raw_bytes = bytes(raw)
-        return raw_bytes, decoder.finish() if decode else raw_bytes
+        return raw_bytes, decoder.finish() if decode else raw_bytes, False
 
     async def _read_chunk(
         self, resp: ClientResponse, protocol: ResponseHandler | None, progress: _Progress

@@ -14,7 +14,12 @@ class Fetcher(Protocol):
     """Fetches single URLs. Implementations: :class:`skitter.fetch.aiohttp.AiohttpFetcher`."""
 
     async def fetch(
-        self, request: Request, *, method: str = "GET", max_body_bytes: int | None = None
+        self,
+        request: Request,
+        *,
+        method: str = "GET",
+        max_body_bytes: int | None = None,
+        truncate: bool = False,
     ) -> Response:
         """Make one request and return the response of that single hop.
 
@@ -26,6 +31,8 @@ class Fetcher(Protocol):
             request: what to fetch.
             method: ``"GET"`` or ``"HEAD"`` (``HEAD`` reads no body).
             max_body_bytes: cap on the decoded body in bytes; None = the fetcher's default.
+            truncate: return the first ``max_body_bytes`` bytes (``Response.truncated``
+                set) instead of raising ``BodyTooLarge`` (robots.txt, RFC 9309 §2.5).
 
         Returns:
             The response; HTTP 4xx/5xx are responses too, never exceptions.

@@ -287,6 +287,11 @@ class ContentDecoder:
             return
         self._push(0, data)
 
+    def partial(self) -> bytes:
+        """The decoded bytes produced so far (also after :class:`BodyTooLarge`; may then
+        hold up to about one step more than ``max_bytes``)."""
+        return bytes(self._out)
+
     def finish(self) -> bytes:
         """Flush the decoders and return the whole decoded body (at most ``max_bytes``).
 

@@ -5,6 +5,29 @@ for every connection to a *name*; the address check therefore runs on the addres
 connected to (a DNS answer that changes between a robots.txt fetch and a page fetch, "DNS
 rebinding", cannot slip a private address through). aiohttp does not call the resolver for
 IP-literal hosts: the fetcher calls :meth:`SkitterResolver.check_ip_literal` for those.
+
+Failed lookups are cached too (a *negative* cache, :data:`NEGATIVE_TTL_S` at most), so a dead
+name costs one query however many of its URLs are fetched: each later request fails at once
+with the same ``dns`` error (a link checker reports every link of that host together).
+
+Address policy (SSRF), unless ``allow_private`` (``--allow-private``) is set: a connection to
+a loopback, private, link-local, multicast, unspecified, reserved or 100.64.0.0/10 address
+is refused with :class:`~skitter.errors.ConnectError` kind ``"blocked_address"`` before any
+byte is sent, whether the address comes from DNS or from an IP literal in the URL (in any
+spelling the WHATWG URL parser accepts: ``0x7f000001``, ``2130706433``,
+``[::ffff:127.0.0.1]``...). The exceptions, and only these:
+
+* the addresses ``--resolve HOST:PORT:ADDR`` gives are allowed for *that* host and port
+  only: another name, another port, or an IP literal that happens to lead to the same
+  private address is still refused (mapping ``www.example.test:80`` to 10.0.0.5 does not
+  open ``http://10.0.0.5/`` or ``http://intranet/`` to links);
+* a host passed to :meth:`SkitterResolver.allow_host` may use any address on any port: the
+  crawler passes every seed's host name, so crawling one's own intranet site works;
+* the proxy's host, when a proxy is configured (target addresses are then resolved by the
+  proxy and not checked here).
+
+The crawler records a page whose robots.txt fetch was refused this way with
+``blocked_address`` too (the page itself is never fetched).
 """
 
 from __future__ import annotations
@@ -20,7 +43,10 @@ from aiohttp.resolver import ThreadedResolver
 
 from skitter.errors import ConnectError
 
-__all__ = ["SkitterResolver", "is_ip_literal"]
+__all__ = ["NEGATIVE_TTL_S", "SkitterResolver", "is_ip_literal"]
+
+#: Longest time (seconds) a failed lookup is remembered (bounded by ``cache_ttl_s`` too).
+NEGATIVE_TTL_S = 60.0
 
 _IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -61,6 +87,10 @@ class SkitterResolver(AbstractResolver):
             (and 100.64.0.0/10) addresses are refused with kind ``"blocked_address"``, except
             for hosts given to :meth:`allow_host` and addresses from ``resolve``.
         cache_ttl_s: seconds a system DNS answer is reused (0 = never cached).
+        negative_ttl_s: seconds a failed system lookup is remembered: until then the name
+            fails again at once with the same ``dns`` error, without a query. None =
+            ``min(cache_ttl_s, NEGATIVE_TTL_S)``; 0 = failures are not cached. A failure for
+            ``AF_UNSPEC`` (the name does not resolve at all) applies to every family.
         delegate: the resolver asked for names not in ``resolve``; default aiohttp's
             :class:`~aiohttp.resolver.ThreadedResolver` (``getaddrinfo`` in a thread).
         clock: monotonic clock in seconds, for the cache TTL.
@@ -76,6 +106,7 @@ class SkitterResolver(AbstractResolver):
         resolve_only: bool = False,
         allow_private: bool = False,
         cache_ttl_s: float = 300.0,
+        negative_ttl_s: float | None = None,
         delegate: AbstractResolver | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -89,11 +120,16 @@ class SkitterResolver(AbstractResolver):
         self._resolve_only = resolve_only
         self._allow_private = allow_private
         self._ttl = cache_ttl_s
+        self._neg_ttl = (
+            min(cache_ttl_s, NEGATIVE_TTL_S) if negative_ttl_s is None else negative_ttl_s
+        )
         self._delegate = delegate
         self._owns_delegate = delegate is None
         self._clock = clock
         self._allowed_hosts: set[str] = set()
         self._cache: dict[tuple[str, int], tuple[float, list[tuple[str, int]]]] = {}
+        #: (host, family) -> (expiry, detail) of a failed lookup.
+        self._neg_cache: dict[tuple[str, int], tuple[float, str]] = {}
         self._inflight: dict[tuple[str, int], asyncio.Task[list[tuple[str, int]]]] = {}
         self.lookups = 0
 
@@ -166,9 +202,14 @@ class SkitterResolver(AbstractResolver):
 
     async def _cached(self, host: str, family: socket.AddressFamily) -> list[tuple[str, int]]:
         key = (host, int(family))
+        now = self._clock()
         hit = self._cache.get(key)
-        if hit is not None and hit[0] > self._clock():
+        if hit is not None and hit[0] > now:
             return hit[1]
+        for neg_key in (key, (host, int(socket.AF_UNSPEC))):
+            neg = self._neg_cache.get(neg_key)
+            if neg is not None and neg[0] > now:
+                raise ConnectError(neg[1], kind="dns")
         task = self._inflight.get(key)
         if task is None:  # single-flight: concurrent misses share one query
             task = asyncio.ensure_future(self._query(host, family))
@@ -179,7 +220,12 @@ class SkitterResolver(AbstractResolver):
 
     def _query_done(self, key: tuple[str, int], task: asyncio.Task[list[tuple[str, int]]]) -> None:
         self._inflight.pop(key, None)
-        if task.cancelled() or task.exception() is not None:
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            if isinstance(exc, ConnectError) and exc.kind == "dns" and self._neg_ttl > 0:
+                self._neg_cache[key] = (self._clock() + self._neg_ttl, exc.detail)
             return
         if self._ttl > 0:
             self._cache[key] = (self._clock() + self._ttl, task.result())
@@ -213,7 +259,8 @@ class SkitterResolver(AbstractResolver):
         """Addresses to connect to for ``host:port`` (called by aiohttp's connector).
 
         Order: the ``resolve`` map, IP literals, then the cached system lookup (one query per
-        host and family within ``cache_ttl_s``). Each address is checked against the policy.
+        host and family within ``cache_ttl_s``; a failed query is repeated at most once per
+        ``negative_ttl_s``). Each address is checked against the policy.
 
         Raises:
             ConnectError: kind ``"dns"`` (lookup failed, or name not mapped under

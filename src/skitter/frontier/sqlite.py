@@ -42,10 +42,16 @@ import bisect
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
+from operator import itemgetter
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
-from rbloom import Bloom
+try:  # a declared dependency; without it the seen prefilter is an exact (larger) set
+    from rbloom import Bloom as _RBloom
+
+    _HAVE_RBLOOM = True
+except ImportError:  # pragma: no cover
+    _HAVE_RBLOOM = False
 
 from skitter.errors import FrontierError
 from skitter.frontier.base import (
@@ -124,6 +130,8 @@ def _encode(req: Request) -> str | None:
         d["o"] = req.origin_url
     if req.redirects:
         d["h"] = [[h.url, h.status] for h in req.redirects]
+    if req.check_only:
+        d["c"] = 1
     return json.dumps(d, separators=(",", ":"), ensure_ascii=False) if d else None
 
 
@@ -137,8 +145,39 @@ def _decode(url: str, depth: int, priority: int, data: str | None) -> Request:
         referer=d.get("r"),
         origin_url=d.get("o"),
         redirects=tuple(Hop(u, s) for u, s in d.get("h", ())),
+        check_only=bool(d.get("c", 0)),
         priority=priority,
     )
+
+
+class _BloomLike(Protocol):
+    def add(self, obj: Any, /) -> None: ...
+    def update(self, *others: Iterable[Any]) -> None: ...
+    def __contains__(self, obj: Any) -> bool: ...
+
+
+class _ExactSet:
+    """Stand-in for a Bloom filter when rbloom is missing: exact, ~70 bytes per URL."""
+
+    def __init__(self) -> None:
+        self._set: set[int] = set()
+
+    def add(self, obj: Any, /) -> None:
+        self._set.add(obj)
+
+    def update(self, *others: Iterable[Any]) -> None:
+        for it in others:
+            self._set.update(it)
+
+    def __contains__(self, obj: Any) -> bool:
+        return obj in self._set
+
+
+def _new_bloom(capacity: int) -> _BloomLike:
+    if _HAVE_RBLOOM:
+        bloom: _BloomLike = _RBloom(capacity, _BLOOM_FP)
+        return bloom
+    return _ExactSet()
 
 
 class _Seen:
@@ -149,7 +188,7 @@ class _Seen:
     """
 
     def __init__(self, capacity: int) -> None:
-        self._blooms: list[Bloom] = []
+        self._blooms: list[_BloomLike] = []
         self._room = 0
         self._next_cap = max(capacity, _BLOOM_MIN)
         self._young: set[int] = set()
@@ -157,7 +196,7 @@ class _Seen:
         self._grow()
 
     def _grow(self) -> None:
-        self._blooms.append(Bloom(self._next_cap, _BLOOM_FP))
+        self._blooms.append(_new_bloom(self._next_cap))
         self._room = self._next_cap
         self._next_cap *= 2
 
@@ -175,13 +214,11 @@ class _Seen:
         self._room -= 1
         self.touch(fp)
 
-    def fill(self, fps: Iterable[int]) -> None:
-        """Record stored fingerprints in the Bloom filters only (on open)."""
-        for fp in fps:
-            if self._room <= 0:
-                self._grow()
-            self._blooms[-1].add(fp)
-            self._room -= 1
+    def fill(self, fps: Iterable[int], count: int) -> None:
+        """Record ``count`` stored fingerprints in the Bloom filter only (on open, when the
+        filter was sized for at least ``count``)."""
+        self._blooms[-1].update(fps)
+        self._room -= count
 
     def touch(self, fp: int) -> None:
         """Remember ``fp`` (known seen) exactly for a while."""
@@ -374,7 +411,7 @@ class SqliteFrontier(_CoreFrontier):
         self._done = db.execute("SELECT count(*) FROM urls WHERE state = 2").fetchone()[0]
         total = db.execute("SELECT count(*) FROM urls").fetchone()[0]
         self._seen = _Seen(total + total // 2)
-        self._seen.fill(fp for (fp,) in db.execute("SELECT fp FROM urls"))
+        self._seen.fill(map(itemgetter(0), db.execute("SELECT fp FROM urls")), total)
         for h in self._hosts.values():
             if h.pending:
                 self._touch(h)
@@ -526,8 +563,9 @@ class SqliteFrontier(_CoreFrontier):
                         if fp not in batch:
                             seen.touch(fp)
                         if force:
-                            if rows:
+                            if rows:  # _add_forced reads the table: write the batch first
                                 db.executemany(_INSERT, rows)
+                                self._ops += len(rows)
                                 rows.clear()
                             if self._add_forced(db, req, fp, touched):
                                 added.append(req.url)
@@ -546,7 +584,7 @@ class SqliteFrontier(_CoreFrontier):
             finally:
                 if rows:
                     db.executemany(_INSERT, rows)
-                self._ops += len(rows)
+                    self._ops += len(rows)
                 for h in touched:
                     self._touch(h)
         return AddResult(len(added), len(requests) - len(added), frozenset(added))

@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# `make bench`: Skitter vs Scrapy on the shared synthetic web, in one run. See bench/README.md.
+#
+#   bash bench/run_bench.sh                      # 200 hosts x 50 pages, 3 runs each, + ceilings
+#   BENCH_HOSTS=20 BENCH_PAGES=20 BENCH_RUNS=1 bash bench/run_bench.sh      # a quick run
+#   BENCH_POLITE=1 bash bench/run_bench.sh       # the polite variant alone: --delay 1, gaps
+#
+# Environment (defaults in brackets):
+#   BENCH_HOSTS [200], BENCH_PAGES [50]   site size (seed 1);  BENCH_RUNS [3]  runs per tool
+#   BENCH_PORT [8080]   nginx port on 127.0.0.1;   BENCH_CONCURRENCY [128]
+#   BENCH_CEILINGS [1]  also run ../shared/bench/run_ceilings.sh;  BENCH_WRK_SECONDS [20]
+#   BENCH_POLITE [0]    1 = polite variant only: BENCH_POLITE_HOSTS [5] x BENCH_POLITE_PAGES [20],
+#                       --delay BENCH_POLITE_DELAY [1], gaps from nginx's access log
+#   BENCH_KEEP [0]      1 = keep the generated site and Skitter's WARC/links/frontier files
+#   SHARED_BENCH [../shared/bench]   the shared scripts (beside the repository, also in CI)
+# Results: bench/results/<UTC time>-<full|polite>/ (git-ignored), bench/results/latest[-polite].
+# Every process started here is stopped on exit, success or failure: nginx by serve.sh stop,
+# a measured command still running by its process group.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SHARED=${SHARED_BENCH:-../shared/bench}
+HOSTS=${BENCH_HOSTS:-200}; PAGES=${BENCH_PAGES:-50}; RUNS=${BENCH_RUNS:-3}
+PORT=${BENCH_PORT:-8080}; CONC=${BENCH_CONCURRENCY:-128}
+CEILINGS=${BENCH_CEILINGS:-1}; WRK_SECONDS=${BENCH_WRK_SECONDS:-20}
+POLITE=${BENCH_POLITE:-0}; KEEP=${BENCH_KEEP:-0}
+SKITTER_PY=${SKITTER_PY:-.venv/bin/python}
+BVENV=bench/.venv-scrapy
+MARK="# synthweb-bench begin"
+
+die() { echo "bench: $*" >&2; exit 1; }
+
+# ---------------------------------------------------------------- prerequisites
+[ -f "$SHARED/synthweb.py" ] || die "no $SHARED/synthweb.py: the shared benchmark scripts must sit at ../shared/bench beside the repository (or set SHARED_BENCH)"
+SHARED=$(cd "$SHARED" && pwd)
+[ -x "$SKITTER_PY" ] || die "no $SKITTER_PY: run 'make install' first"
+need=()
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx)
+[ -x /usr/bin/time ] || need+=(time)            # measure.py runs GNU `time -v`, not the shell's
+[ "$POLITE" = 1 ] || [ "$CEILINGS" != 1 ] || command -v wrk >/dev/null 2>&1 || need+=(wrk)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "bench: installing ${need[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  else
+    die "missing ${need[*]}: run as root (installs them with apt-get), or: sudo apt-get install -y ${need[*]}"
+  fi
+fi
+export PATH=$PATH:/usr/sbin
+[ -w /etc/hosts ] || die "../shared/bench/serve.sh maps the *.test hosts in /etc/hosts (Scrapy and the ceilings resolve them): run as root"
+if grep -qF "$MARK" /etc/hosts; then
+  die "/etc/hosts already has a synthweb-bench block: another benchmark is serving (or one was killed); stop it with $SHARED/serve.sh stop SITE_DIR, or delete the block between the '# synthweb-bench' markers"
+fi
+if (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then
+  die "127.0.0.1:$PORT is in use: stop what listens there or set BENCH_PORT"
+fi
+mkdir -p bench/results
+exec 9>bench/results/.lock
+flock -n 9 || die "another 'make bench' is running (lock bench/results/.lock)"
+
+if [ "$POLITE" != 1 ]; then  # Scrapy, aiohttp and selectolax, apart from Skitter's venv
+  if [ ! -f "$BVENV/.installed" ] || [ bench/requirements-scrapy.txt -nt "$BVENV/.installed" ]; then
+    echo "bench: creating $BVENV"
+    python3 -m venv "$BVENV"
+    "$BVENV/bin/pip" install -q --upgrade pip
+    "$BVENV/bin/pip" install -q -r bench/requirements-scrapy.txt
+    touch "$BVENV/.installed"
+  fi
+fi
+
+# ---------------------------------------------------------------- cleanup, always
+child=""; served=0; work=""
+stop_child() {
+  [ -n "$child" ] || return 0
+  if kill -0 "$child" 2>/dev/null; then
+    echo "bench: stopping process group $child" >&2
+    kill -INT -- "-$child" 2>/dev/null || kill -INT "$child" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$child" 2>/dev/null || break; sleep 0.2; done
+    kill -KILL -- "-$child" 2>/dev/null || true
+  fi
+  child=""
+}
+exec 7>&1 8>&2  # the terminal, for cleanup's messages even if a trap fires inside a redirection
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  exec 1>&7 2>&8
+  stop_child
+  if [ "$served" = 1 ]; then "$SHARED/serve.sh" stop "$SITE" || true; fi
+  if [ -n "$work" ] && [ "$KEEP" != 1 ]; then rm -rf "$work"; fi
+  [ -n "$work" ] && [ "$KEEP" = 1 ] && echo "bench: site kept in $SITE"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# run CMD in its own process group (so cleanup can stop all of it) and wait, interruptibly
+run() {
+  local rc=0
+  setsid -w "$@" &
+  child=$!
+  wait "$child" || rc=$?
+  child=""
+  return "$rc"
+}
+
+# ---------------------------------------------------------------- site, nginx
+mode=full; [ "$POLITE" = 1 ] && mode=polite
+if [ "$POLITE" = 1 ]; then
+  HOSTS=${BENCH_POLITE_HOSTS:-5}; PAGES=${BENCH_POLITE_PAGES:-20}; DELAY=${BENCH_POLITE_DELAY:-1}
+fi
+rdir=bench/results/$(date -u +%Y%m%dT%H%M%SZ)-$mode
+mkdir -p "$rdir"
+ln -sfn "$(basename "$rdir")" "bench/results/latest$([ "$POLITE" = 1 ] && echo -polite || true)"
+work=$(mktemp -d /tmp/skitter-bench.XXXXXX)
+chmod 755 "$work"  # mktemp -d makes it 0700: nginx's workers (not root) would answer 404 to all
+SITE=$work/synthweb
+echo "bench: $mode run, $HOSTS hosts x $PAGES pages, results in $rdir"
+python3 "$SHARED/synthweb.py" --hosts "$HOSTS" --pages "$PAGES" --seed 1 --out "$SITE" --port "$PORT"
+cp "$SITE/manifest.json" "$SITE/urls.txt" "$rdir/"
+if [ "$POLITE" = 1 ]; then
+  # synthweb's nginx.conf has `access_log off`: no request log to measure gaps from. Log every
+  # request with its end time ($msec) and duration ($request_time), in this run's SITE only.
+  python3 - "$SITE/nginx.conf" <<'EOF'
+import sys
+p = sys.argv[1]
+conf = open(p).read()
+fmt = "log_format bench '$msec $request_time $host $status \"$request\"';\n    access_log access.log bench;"
+assert "access_log off;" in conf, "nginx.conf: no 'access_log off;' to replace"
+open(p, "w").write(conf.replace("access_log off;", fmt))
+EOF
+fi
+python3 - "$rdir/machine.json" "$SKITTER_PY" "$BVENV/bin/python" <<'EOF'
+import json, os, platform, subprocess, sys, time
+def ver(py, mod):
+    try:
+        return subprocess.run([py, "-c", f"import {mod}; print({mod}.__version__)"],
+                              capture_output=True, text=True, timeout=60).stdout.strip() or None
+    except OSError:
+        return None
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+m = dict(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), cpus=os.cpu_count(), cpu=cpu,
+         mem_gb=round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+         kernel=platform.release(), python=platform.python_version(),
+         skitter=ver(sys.argv[2], "skitter"), scrapy=ver(sys.argv[3], "scrapy"),
+         loadavg_start=open("/proc/loadavg").read().split()[0])
+json.dump(m, open(sys.argv[1], "w"), indent=1)
+print("bench: machine", json.dumps(m))
+EOF
+"$SHARED/serve.sh" start "$SITE"
+served=1
+start=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["start"])' "$SITE/manifest.json")
+
+measure() {  # TAG LABEL CMD...: one run measured by measure.py, load read right after it
+  local tag=$1 label=$2; shift 2
+  local rc=0
+  run python3 "$SHARED/measure.py" --site "$SITE" --out "$rdir/$tag.json" --label "$label" -- "$@" \
+    > "$rdir/$tag.log" 2>&1 || rc=$?
+  cut -d' ' -f1-3 /proc/loadavg > "$rdir/$tag.loadavg"
+  [ "$rc" = 0 ] || { tail -n 20 "$rdir/$tag.log" >&2; die "measure.py failed for $tag"; }
+  echo "$tag: $(python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+print("pages %s, wall %.1f s, %s pages/s, CPU %.1f s, peak RSS %s MB, exit %s, load %.2f"
+      % (r.get("pages"), r["wall_s"], r.get("pages_per_s"), r["cpu_s"], r["peak_rss_mb"],
+         r.get("exit"), r["loadavg_before"]))' "$rdir/$tag.json")"
+}
+skitter_run() {  # TAG LABEL DELAY
+  measure "$1" "$2" "$SKITTER_PY" bench/skitter_bench.py --site "$SITE" --out "$rdir/$1" \
+    --concurrency "$CONC" --delay "$3"
+}
+trim_skitter_out() {  # keep pages.jsonl, report.json, state: the WARC and links.tsv are large
+  [ "$KEEP" = 1 ] || rm -f "$1"/*.warc.gz "$1"/links.tsv "$1"/frontier.sqlite*
+}
+
+# ---------------------------------------------------------------- runs
+rc=0
+if [ "$POLITE" = 1 ]; then
+  skitter_run "polite-skitter-d$DELAY-r1" "polite-skitter-d$DELAY" "$DELAY"
+  cp "$SITE/access.log" "$rdir/access.log"
+  python3 bench/report.py "$rdir" || rc=$?
+  echo
+  echo "## Per-host gaps between consecutive requests (nginx access log, --delay $DELAY)" | tee "$rdir/gaps.md"
+  echo | tee -a "$rdir/gaps.md"
+  python3 bench/polite_gaps.py "$rdir/access.log" --delay "$DELAY" | tee -a "$rdir/gaps.md" || rc=1
+  trim_skitter_out "$rdir/polite-skitter-d$DELAY-r1"
+else
+  for i in $(seq "$RUNS"); do  # alternating, so drift in the machine's load hits both alike
+    skitter_run "skitter-c$CONC-r$i" "skitter-c$CONC" 0
+    measure "scrapy-c$CONC-r$i" "scrapy-c$CONC" env BENCH_URLS="$rdir/scrapy-c$CONC-r$i.urls" \
+      SHARED_BENCH="$SHARED" "$BVENV/bin/python" bench/scrapy_urls.py --start "$start" \
+      --concurrency "$CONC"
+  done
+  if [ "$CEILINGS" = 1 ]; then
+    echo "bench: ceilings (wrk, aiohttp fetch-only, aiohttp + selectolax), $RUNS runs each"
+    run env PY="$BVENV/bin/python" RESULTS="$rdir" "$SHARED/run_ceilings.sh" "$SITE" "$CONC" \
+      "$RUNS" "$WRK_SECONDS"
+  fi
+  echo
+  python3 bench/report.py "$rdir" || rc=$?
+  for i in $(seq "$RUNS"); do trim_skitter_out "$rdir/skitter-c$CONC-r$i"; done
+fi
+echo
+echo "bench: results in $rdir (summary.md)"
+exit "$rc"

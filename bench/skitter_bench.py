@@ -1,0 +1,90 @@
+"""One Skitter crawl of a served synthweb, as a command for ../shared/bench/measure.py.
+
+    python bench/skitter_bench.py --site SITE --out DIR [--delay 0] [--concurrency 128]
+                                  [-- extra skitter crawl flags]
+
+SITE is the --out of ../shared/bench/synthweb.py, served by ../shared/bench/serve.sh. Every
+host of SITE/hosts.txt is a seed (http://hNNNN.test:PORT/, PORT from SITE/manifest.json) and is
+mapped with --resolve HOST:PORT:127.0.0.1, with --resolve-only, so no DNS and no /etc/hosts is
+involved. DIR must not exist (a fresh crawl); the seeds file is written beside it (DIR.seeds).
+All hosts share 127.0.0.1, so --ip-concurrency is raised to --concurrency (the default per-IP
+cap of 4 would throttle the crawl).
+
+Afterwards writes {"pages": N, ...} to $BENCH_OUT (N = records of DIR/pages.jsonl with status
+200, the figure Scrapy's "pages" counts) and exits with Skitter's exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+
+def skitter_cmd() -> list[str]:
+    """The `skitter` console script of the running venv, else `python -m skitter`."""
+    script = Path(sys.executable).parent / "skitter"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "skitter"]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--site", required=True, type=Path)
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--delay", default="0")
+    ap.add_argument("--concurrency", type=int, default=128)
+    ap.add_argument("extra", nargs=argparse.REMAINDER, help="-- then extra skitter crawl flags")
+    a = ap.parse_args()
+    extra = a.extra[1:] if a.extra[:1] == ["--"] else a.extra
+    manifest = json.loads((a.site / "manifest.json").read_text())
+    port = int(manifest["port"])
+    hosts = [ln.split()[1] for ln in (a.site / "hosts.txt").read_text().splitlines() if ln.strip()]
+    if a.out.exists():
+        print(f"skitter_bench: {a.out} exists; the benchmark wants a fresh crawl", file=sys.stderr)
+        return 2
+    seeds = a.out.with_name(a.out.name + ".seeds")
+    seeds.write_text("".join(f"http://{h}:{port}/\n" for h in hosts))
+    cmd = [*skitter_cmd(), "crawl", "--seeds-file", str(seeds), "--out", str(a.out)]
+    for h in hosts:  # no resolve-file option: ~2 args per host, far below argv limits
+        cmd += ["--resolve", f"{h}:{port}:127.0.0.1"]
+    cmd += [
+        "--resolve-only",
+        "--delay", a.delay,
+        "--concurrency", str(a.concurrency),
+        "--ip-concurrency", str(a.concurrency),
+        "--quiet",
+        *extra,
+    ]  # fmt: skip
+    rc = subprocess.run(cmd).returncode
+    pages, statuses, errors = 0, Counter[str](), Counter[str]()
+    jsonl = a.out / "pages.jsonl"
+    if jsonl.exists():
+        with jsonl.open() as f:
+            for line in f:
+                r = json.loads(line)
+                statuses[str(r.get("status"))] += 1
+                if r.get("error"):
+                    errors[r["error"]] += 1
+                elif r.get("status") == 200:
+                    pages += 1
+    res = dict(
+        tool="skitter",
+        pages=pages,
+        records=sum(statuses.values()),
+        by_status=dict(statuses),
+        by_error=dict(errors),
+        skitter_exit=rc,
+        hosts=len(hosts),
+    )
+    print(json.dumps(res))
+    if os.environ.get("BENCH_OUT"):
+        Path(os.environ["BENCH_OUT"]).write_text(json.dumps(res))
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
