@@ -35,8 +35,10 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
 REPO = Path(__file__).resolve().parents[1]
@@ -76,9 +78,12 @@ class _Page(HTMLParser):
             self.links.append((a["href"] or "", anchor_text(a.get("alt") or "")))
         elif tag in ("frame", "iframe") and a.get("src"):
             self.links.append((a["src"] or "", ""))
-        elif tag == "link" and "canonical" in (a.get("rel") or "").lower().split():
-            if a.get("href") is not None:
-                self.links.append((a["href"] or "", ""))
+        elif (
+            tag == "link"
+            and "canonical" in (a.get("rel") or "").lower().split()
+            and a.get("href") is not None
+        ):
+            self.links.append((a["href"] or "", ""))
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "a" and self._open:
@@ -104,7 +109,18 @@ def normalise(url: str) -> str:
     return urlunsplit((parts.scheme.lower(), host, parts.path or "/", parts.query, ""))
 
 
-def expected(root: Path, base_url: str) -> dict[str, object]:
+@dataclass
+class Expected:
+    """What the independent walk found."""
+
+    pages: int
+    missing_pages: dict[str, Counter[tuple[str, str]]]
+    missing_fragments: dict[str, Counter[tuple[str, str]]]
+    external: dict[str, Counter[tuple[str, str]]]
+    schemes: Counter[str]
+
+
+def expected(root: Path, base_url: str) -> Expected:
     """Walk the copy from index.html; what a correct link check must report."""
     netloc = urlsplit(base_url).netloc
     start = base_url + "index.html"
@@ -153,18 +169,13 @@ def expected(root: Path, base_url: str) -> dict[str, object]:
             continue
         if frag not in page.ids and unquote(frag) not in page.ids:
             missing_fragments[f"{target}#{frag}"][(src, anchor)] += 1
-    return {
-        "pages": len(pages),
-        "missing_pages": missing_pages,
-        "missing_fragments": missing_fragments,
-        "external": external,
-        "schemes": schemes,
-    }
+    return Expected(len(pages), missing_pages, missing_fragments, external, schemes)
 
 
-def sources(entry: dict[str, object]) -> Counter[tuple[str, str]]:
+def sources(entry: dict[str, Any]) -> Counter[tuple[str, str]]:
+    """(page, anchor) -> count of one report entry."""
     out: Counter[tuple[str, str]] = Counter()
-    for s in entry["sources"]:  # type: ignore[attr-defined]
+    for s in entry["sources"]:
         out[(s["url"], s["anchor"])] += s["count"]
     return out
 
@@ -191,11 +202,8 @@ def main() -> int:
     for name in deleted:
         (site / name).unlink()
     port_file = work / "port"
-    server = subprocess.Popen(
-        [sys.executable, str(REPO / "demo" / "serve.py"), "--root", str(site)]
-        + ["--port-file", str(port_file)],
-        stdout=subprocess.DEVNULL,
-    )
+    serve = [sys.executable, str(REPO / "demo" / "serve.py"), "--root", str(site)]
+    server = subprocess.Popen([*serve, "--port-file", str(port_file)], stdout=subprocess.DEVNULL)
     try:
         for _ in range(200):
             if port_file.exists() and port_file.read_text():
@@ -221,13 +229,11 @@ def main() -> int:
     ok = code == 1
     print(f"PostgreSQL docs: {len(candidates) + 1} pages, deleted {len(deleted)} (seed {a.seed})")
     print(f"check-links: exit {code}, {seconds:.1f} s, summary {report['summary']}")
-    print(f"independent walk: {exp['pages']} pages reachable from index.html")
+    print(f"independent walk: {exp.pages} pages reachable from index.html")
 
     internal = [e for e in report["broken"] if urlsplit(e["url"]).netloc == f"{HOST}:{port}"]
     other = [e for e in report["broken"] if e not in internal]
-    missing_pages: dict[str, Counter[tuple[str, str]]] = exp["missing_pages"]  # type: ignore[assignment]
-    missing_frags: dict[str, Counter[tuple[str, str]]] = exp["missing_fragments"]  # type: ignore[assignment]
-    external: dict[str, Counter[tuple[str, str]]] = exp["external"]  # type: ignore[assignment]
+    missing_pages, missing_frags, external = exp.missing_pages, exp.missing_fragments, exp.external
     got_pages = {e["url"]: e for e in internal if e["error"] is None and e["status"] == 404}
     got_frags = {e["url"]: e for e in internal if e["error"] == "missing_fragment"}
     rest = [e for e in internal if e["url"] not in got_pages and e["url"] not in got_frags]
@@ -275,7 +281,7 @@ def main() -> int:
         print(f"  only in report: {sorted(got_ext - set(external))[:10]}")
         print(f"  only expected: {sorted(set(external) - got_ext)[:10]}")
         print(f"  not dns: {[(e['url'], e['error']) for e in not_dns][:10]}")
-    print(f"other schemes (excluded, not checked): {dict(exp['schemes'])}")  # type: ignore[arg-type]
+    print(f"other schemes (excluded, not checked): {dict(exp.schemes)}")
     print(f"unverified: {len(report['unverified'])}, redirected: {len(report['redirected'])}")
     print("RESULT:", "OK" if ok else "MISMATCH")
     if not a.keep:

@@ -51,6 +51,7 @@ class Components:
     #: anchors.jsonl (fragment targets per HTML page), with ``check_fragments``.
     anchors: AnchorsWriter | None = None
     #: link checking: also extract page resources / fragment targets (``Page.ids``).
+    bot_token: str | None = None
     extract_resources: bool = False
     extract_ids: bool = False
 
@@ -63,6 +64,7 @@ class Components:
             url,
             content_type,
             x_robots,
+            bot_token=self.bot_token,
             resources=self.extract_resources,
             ids=self.extract_ids,
         )
@@ -170,6 +172,7 @@ async def build_components(
         warc=warc,
         cookies_path=cookies_path,
         anchors=(AnchorsWriter(str(out_dir / ANCHORS_FILE)) if settings.check_fragments else None),
+        bot_token=product_token(settings.fetch.user_agent),
         extract_resources=settings.check_links and settings.check_resources,
         extract_ids=settings.check_fragments,
     )

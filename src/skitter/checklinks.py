@@ -484,8 +484,8 @@ class Report:
         summary: ``{"checked", "ok", "broken", "unverified", "redirected", "excluded"}``
             counts of distinct targets; checked = ok + broken + unverified + redirected.
         broken / unverified / redirected: entries sorted by URL.
-        excluded_reasons: {reason: distinct targets} ("unsupported scheme", "robots.txt",
-            "scope", ...).
+        excluded_reasons: {reason: distinct targets} ("skipped: unsupported scheme",
+            "robots.txt", "scope / --exclude / --ignore", ...).
     """
 
     summary: dict[str, int]
@@ -573,7 +573,7 @@ def _scheme_outcome(raw: str) -> Outcome:
     scheme = m.group(0)[:-1].lower() if m else ""
     if scheme in ("", "http", "https"):
         return Outcome("broken", None, "invalid_url", f"not a valid URL: {raw[:200]!r}")
-    return Outcome("excluded", detail="unsupported scheme")
+    return Outcome("excluded", detail="skipped: unsupported scheme")
 
 
 _EXCLUDED_REASONS = {

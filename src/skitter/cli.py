@@ -653,6 +653,10 @@ def _check_links_command(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    except Exception as exc:  # a bug: exit 2, never 1 ("broken links found")
+        log.exception("internal error")
+        print(f"skitter: internal error: {exc!r}", file=sys.stderr)
+        return 2
     finally:
         if temp is not None:
             shutil.rmtree(temp, ignore_errors=True)

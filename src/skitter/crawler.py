@@ -409,11 +409,13 @@ class Crawler:
                     await c.frontier.ack(lease, not_before=self.clock())
                 return
             # a robots.txt fetched just now counts as a request to the host: keep the gap
+            # by handing the lease back to the frontier's schedule (no attempt counted)
             last = self._host_last_end.get(host)
             if last is not None:
-                wait = last + self._gap_s(crawl_delay) - self.clock()
-                if wait > 0:
-                    await asyncio.sleep(wait)
+                ready_at = last + self._gap_s(crawl_delay)
+                if ready_at > self.clock():
+                    await c.frontier.retry(lease, not_before=ready_at, count_attempt=False)
+                    return
         try:
             async with self._ip_slot(req.url):
                 if req.check_only and self.check is not None:

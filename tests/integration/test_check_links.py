@@ -112,6 +112,8 @@ def build_site(site: Site) -> dict[str, str]:
 <a href="/old">Old</a> <a href="/temp">Temp</a> <a href="/loop1">Loop</a>
 <a href="/private/x">Private</a>
 <a href="mailto:me@example.test">Mail</a> <a href="tel:+1-555-0100">Call</a>
+<a href="data:text/plain;base64,SGk=">Data</a> <a href=" javascript:openWin('/popup.html')">JS</a>
+<a href="ftp://files.example.test/pub/">FTP</a>
 <a href="{u["ext_ok"]}">Ext ok</a> <a href="{u["ext_ok"]}#frag">Ext ok frag</a>
 <a href="{u["ext_gone"]}">Ext gone</a> <a href="{u["ext_secret"]}">Ext secret</a>
 <a href="{u["ext_nf"]}" rel="nofollow">Ext nofollow</a>
@@ -177,7 +179,7 @@ async def test_check_links_report_exact(site: Site, tmp_path: Path) -> None:
             "broken": 7,
             "unverified": 1,
             "redirected": 2,
-            "excluded": 3,
+            "excluded": 6,
         },
         "broken": [
             {"url": u["dead_x"], "status": None, "error": "dns", "sources": [src(root, "Dead x")]},
@@ -223,6 +225,12 @@ async def test_check_links_report_exact(site: Site, tmp_path: Path) -> None:
         assert requests_of(site, host, "/robots.txt") == ["GET"], host
     assert elapsed < 20
     assert "anchors.jsonl" in os.listdir(tmp_path / "check")
+    # C07: other schemes are skipped, never requested, never joined onto a path
+    for hit in site.hits:
+        assert not any(
+            s in hit.path_qs
+            for s in ("mailto:", "tel:", "data:", "javascript:", "popup.html", "ftp:")
+        ), hit.path_qs
 
 
 async def test_check_links_text_report_and_formats(site: Site, tmp_path: Path) -> None:
@@ -238,7 +246,7 @@ async def test_check_links_text_report_and_formats(site: Site, tmp_path: Path) -
         f'    on {root} "link 1"\n'
         "\n"
         "3 checked: 2 ok, 1 broken, 0 unverified, 0 redirected; 1 excluded "
-        "(unsupported scheme 1)\n"
+        "(skipped: unsupported scheme 1)\n"
     )
     for fmt, probe in [  # every format is tested in tests/unit/test_checklinks.py
         ("csv", "verdict,url,status,error,target,source,anchor,count\n"),
@@ -413,43 +421,58 @@ async def test_check_links_refuses_a_crawl_folder(site: Site, tmp_path: Path) ->
     assert code == 2 and "holds a crawl, not a link check" in err
 
 
-async def test_check_links_resume_after_interrupt(site: Site, tmp_path: Path) -> None:
-    pages = [f"/p{i}" for i in range(12)]
-    site.route(W, "/", links_page(*pages, "/gone"))
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill-9"])
+async def test_check_links_resume_after_interrupt(
+    site: Site, tmp_path: Path, sig: signal.Signals
+) -> None:
+    pages = [f"/p{i}" for i in range(8)]
+    ext = f"http://{EXT}:{site.port}/page"
+    site.route(W, "/", links_page(ext, *pages, "/gone"))
 
     async def slow(request: web.Request) -> web.StreamResponse:
-        await asyncio.sleep(0.15)
+        await asyncio.sleep(0.1)
         return web.Response(text="<p>slow</p>", content_type="text/html")
+
+    async def slow_robots(request: web.Request) -> web.StreamResponse:
+        await asyncio.sleep(0.5)
+        return web.Response(status=404)
 
     for path in pages:
         site.route(W, path, slow)
+    # an external page checked after the interruption: still check-only after the resume
+    site.route(EXT, "/robots.txt", slow_robots)
+    site.route(EXT, "/page", links_page("/should-not-fetch"))
     out_dir = tmp_path / "check"
     cmd = [
         sys.executable, "-m", "skitter", "check-links", site.url(W, "/"), "--out", str(out_dir),
-        "--resolve", f"{W}:{site.port}:127.0.0.1", "--resolve-only", "--delay", "0",
-        "--format", "json",
+        "--resolve", f"{W}:{site.port}:127.0.0.1", "--resolve", f"{EXT}:{site.port}:127.0.0.1",
+        "--resolve-only", "--delay", "0", "--format", "json",
     ]  # fmt: skip
     proc = await asyncio.create_subprocess_exec(
         *cmd, cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
     records = out_dir / "pages.jsonl"
-    while not (records.exists() and records.read_bytes().count(b"\n") >= 3):
-        await asyncio.sleep(0.02)
-    proc.send_signal(signal.SIGINT)
+    while not (records.exists() and records.read_bytes().count(b"\n") >= 2):
+        await asyncio.sleep(0.01)
+    proc.send_signal(sig)
     _, err = await proc.communicate()
-    assert proc.returncode == 130, err
-    assert b"resume with: skitter check-links --resume --out" in err
-    done = records.read_bytes().count(b"\n")
-    assert done < 14
+    if sig == signal.SIGINT:
+        assert proc.returncode == 130, err
+        assert b"resume with: skitter check-links --resume --out" in err
+    else:
+        assert proc.returncode == -signal.SIGKILL
+    assert records.read_bytes().count(b"\n") < 11
     code, out, err2 = await run_cli(
-        site.port, [W], "--resume", "--out", str(out_dir), "--format", "json"
+        site.port, [W, EXT], "--resume", "--out", str(out_dir), "--format", "json"
     )
     assert code == 1, err2
     report = json.loads(out)
-    assert report["summary"]["checked"] == 14 and report["summary"]["broken"] == 1
+    assert report["summary"]["checked"] == 11 and report["summary"]["broken"] == 1
     assert [e["url"] for e in report["broken"]] == [site.url(W, "/gone")]
     fetched = [h.path_qs for h in site.hits if h.host == W and h.path_qs in pages]
     assert len(fetched) <= len(pages) + 2  # at most the requests in flight are repeated
+    assert set(requests_of(site, EXT, "/page")) == {"HEAD"}
+    assert requests_of(site, EXT, "/should-not-fetch") == []
 
 
 # ---------------------------------------------------------------------------- cases.md

@@ -269,7 +269,7 @@ def test_report_groups_by_target_with_sources_and_counts() -> None:
     assert report.excluded_reasons == {
         "robots.txt": 1,
         "scope / --exclude / --ignore": 1,
-        "unsupported scheme": 2,
+        "skipped: unsupported scheme": 2,
     }
 
 
@@ -461,7 +461,7 @@ def test_format_text() -> None:
         '    on http://www.test/ "Old"\n'
         "\n"
         "4 checked: 1 ok, 1 broken, 1 unverified, 1 redirected; 1 excluded "
-        "(unsupported scheme 1)\n"
+        "(skipped: unsupported scheme 1)\n"
     )
 
 

@@ -124,10 +124,14 @@ class Frontier(Protocol):
         """
         ...
 
-    async def retry(self, lease: Lease, *, not_before: float) -> None:
+    async def retry(
+        self, lease: Lease, *, not_before: float, count_attempt: bool = True
+    ) -> None:
         """Put the leased request back as pending with ``attempts + 1``.
 
         The whole host waits until ``not_before`` (a Retry-After applies to the host).
+        ``count_attempt=False`` reschedules without counting an attempt (nothing was sent
+        for this URL, e.g. the host's politeness gap after its robots.txt fetch).
 
         Raises:
             FrontierError: stale or unknown token.
@@ -468,11 +472,12 @@ class _CoreFrontier:
         self._delay(rec.host, not_before)
         self._touch(rec.host)
 
-    def _retry(self, lease: Lease, not_before: float) -> None:
+    def _retry(self, lease: Lease, not_before: float, count_attempt: bool = True) -> None:
         self._check_open()
         rec = self._rec(lease)
         self._release(lease.token, rec)
-        self._store_attempts(rec.entry[3], rec.attempts + 1)
+        if count_attempt:
+            self._store_attempts(rec.entry[3], rec.attempts + 1)
         h = rec.host
         h.queue.push(rec.entry)
         h.pending += 1

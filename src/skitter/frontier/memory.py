@@ -188,13 +188,15 @@ class MemoryFrontier(_CoreFrontier):
         """
         self._ack(lease, not_before, status, etag, last_modified)
 
-    async def retry(self, lease: Lease, *, not_before: float) -> None:
+    async def retry(
+        self, lease: Lease, *, not_before: float, count_attempt: bool = True
+    ) -> None:
         """See :meth:`skitter.frontier.base.Frontier.retry`.
 
         Raises:
             FrontierError: stale or unknown token.
         """
-        self._retry(lease, not_before)
+        self._retry(lease, not_before, count_attempt)
 
     async def renew(self, lease: Lease, now: float) -> Lease:
         """See :meth:`skitter.frontier.base.Frontier.renew`.
