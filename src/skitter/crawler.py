@@ -32,7 +32,9 @@ from skitter import __version__
 from skitter.checklinks import (
     CHECK_BODY_BYTES,
     HOST_ERROR_KINDS,
+    PERMANENT_REDIRECTS,
     CheckPolicy,
+    classify_final,
     host_failure,
     status_from_detail,
 )
@@ -70,6 +72,8 @@ REPORT_EVERY_S = 30.0
 MAX_REPORTED_URLS = 100
 
 
+NO_LOCATION = "redirect without Location"
+
 #: Statuses that are redirects only with a Location (RFC 9110 §15.4); 304 is not one.
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
@@ -87,6 +91,21 @@ def _no_retry_detail(
     if reason == "retries_exhausted":
         return f"{what} ({status}): gave up after {attempts} attempts"
     return None
+
+
+def record_verdict(
+    status: int | None, error: str | None, detail: str | None, first_hop_status: int | None
+) -> str:
+    """The verdict of one record in the link checker's vocabulary (one vocabulary for
+    ``crawl``'s report.json and ``check-links``): a permanent first redirect is
+    "redirected", else :func:`skitter.checklinks.classify_final` of the final answer."""
+    if first_hop_status in PERMANENT_REDIRECTS:
+        return "redirected"
+    if status in _REDIRECT_STATUSES and error is None and detail != NO_LOCATION:
+        # a redirect the crawl did not follow (offsite, already crawled...): the link
+        # works; its target has a record (or a links.tsv decision) of its own
+        return "redirected" if status in PERMANENT_REDIRECTS else "ok"
+    return classify_final(status, error, detail)[0]
 
 
 def _is_html(resp: Response) -> bool:
@@ -399,6 +418,7 @@ class Crawler:
                     )
                     return
                 self.stats.robots_disallowed += 1
+                self.stats.by_verdict["excluded"] += 1
                 self._note(self._robots_blocked, origin(req.url), req.url)
                 if req.redirects:
                     # the chain ends at a hop whose target robots.txt forbids
@@ -457,7 +477,7 @@ class Crawler:
             await self._redirect(lease, resp, attempts, end + gap)
             return
         if status in _REDIRECT_STATUSES:
-            detail = "redirect without Location"
+            detail = NO_LOCATION
         await self._finish_response(lease, resp, attempts, end + gap, detail=detail)
 
     async def _check_fetch(self, req: Request, host: str, crawl_delay: float | None) -> Response:
@@ -786,7 +806,9 @@ class Crawler:
 
     def _write_record(self, rec: PageRecord, host: str) -> None:
         self.components.pages.write(rec)
-        self.stats.count_record(host, rec.depth, rec.status, rec.error, rec.bytes)
+        first = rec.redirects[0].status if rec.redirects else None
+        verdict = record_verdict(rec.status, rec.error, rec.error_detail, first)
+        self.stats.count_record(host, rec.depth, rec.status, rec.error, rec.bytes, verdict)
         self._since_checkpoint += 1
         if self.progress is not None:
             self.progress(self)
@@ -857,12 +879,19 @@ class Crawler:
                     done_urls.append(r["url"])
                     done_urls.append(r["final_url"])
                     done_urls.extend(h["url"] for h in r.get("redirects") or ())
+                    hops = r.get("redirects") or ()
                     self.stats.count_record(
                         host_key(r["url"]),
                         depth,
                         r.get("status"),
                         r.get("error"),
                         int(r.get("bytes") or 0),
+                        record_verdict(
+                            r.get("status"),
+                            r.get("error"),
+                            r.get("error_detail"),
+                            hops[0]["status"] if hops else None,
+                        ),
                     )
         if done_urls:
             await c.frontier.mark_done(sorted(set(done_urls)))

@@ -25,6 +25,8 @@ class StatsSnapshot:
         by_decision: {links.tsv decision: n}.
         by_host: {host: {"records": n, "ok": n, "errors": n, "bytes": n}}.
         by_depth: {"0": n, ...} records per depth.
+        by_verdict: {verdict: n} in the link checker's vocabulary (ok, broken, unverified,
+            redirected, excluded); robots.txt-disallowed URLs count as excluded.
         robots_disallowed: URLs not fetched because robots.txt disallows them.
         bytes: decoded body bytes of all records.
         elapsed_s: seconds of crawling (summed over resumed runs).
@@ -37,6 +39,7 @@ class StatsSnapshot:
     by_decision: dict[str, int]
     by_host: dict[str, dict[str, int]]
     by_depth: dict[str, int]
+    by_verdict: dict[str, int]
     robots_disallowed: int
     bytes: int
     elapsed_s: float
@@ -64,6 +67,7 @@ class StatsSnapshot:
             "by_status": dict(sorted(self.by_status.items())),
             "by_error": dict(sorted(self.by_error.items())),
             "by_decision": dict(sorted(self.by_decision.items())),
+            "by_verdict": dict(sorted(self.by_verdict.items())),
             "by_depth": dict(sorted(self.by_depth.items(), key=lambda kv: int(kv[0]))),
             "by_host": dict(sorted(self.by_host.items())),
         }
@@ -82,13 +86,22 @@ class Stats:
     by_error: Counter[str] = field(default_factory=Counter)
     by_decision: Counter[str] = field(default_factory=Counter)
     by_depth: Counter[str] = field(default_factory=Counter)
+    by_verdict: Counter[str] = field(default_factory=Counter)
     by_host: dict[str, Counter[str]] = field(default_factory=dict)
 
     def count_record(
-        self, host: str, depth: int, status: int | None, error: str | None, nbytes: int
+        self,
+        host: str,
+        depth: int,
+        status: int | None,
+        error: str | None,
+        nbytes: int,
+        verdict: str | None = None,
     ) -> None:
-        """Count one pages.jsonl record."""
+        """Count one pages.jsonl record (``verdict``: see :attr:`StatsSnapshot.by_verdict`)."""
         self.records += 1
+        if verdict is not None:
+            self.by_verdict[verdict] += 1
         self.bytes += nbytes
         self.by_depth[str(depth)] += 1
         h = self.by_host.get(host)
@@ -119,6 +132,7 @@ class Stats:
             by_decision=dict(self.by_decision),
             by_host={k: dict(v) for k, v in self.by_host.items()},
             by_depth=dict(self.by_depth),
+            by_verdict=dict(self.by_verdict),
             robots_disallowed=self.robots_disallowed,
             bytes=self.bytes,
             elapsed_s=self.elapsed_before_s + elapsed_s,
@@ -136,6 +150,7 @@ class Stats:
             "by_error": dict(self.by_error),
             "by_decision": dict(self.by_decision),
             "by_depth": dict(self.by_depth),
+            "by_verdict": dict(self.by_verdict),
             "by_host": {k: dict(v) for k, v in self.by_host.items()},
         }
 
@@ -152,5 +167,6 @@ class Stats:
             by_error=Counter(data.get("by_error", {})),
             by_decision=Counter(data.get("by_decision", {})),
             by_depth=Counter(data.get("by_depth", {})),
+            by_verdict=Counter(data.get("by_verdict", {})),
             by_host={k: Counter(v) for k, v in data.get("by_host", {}).items()},
         )

@@ -56,6 +56,7 @@ async def test_small_site_each_page_once_with_all_outputs(site: Site, tmp_path: 
     ]
     assert res.report["finished"] is True
     assert res.report["totals"]["by_status"] == {"200": 4}
+    assert res.report["totals"]["by_verdict"] == {"ok": 4}
     assert res.report["totals"]["by_depth"] == {"0": 1, "1": 2, "2": 1}
     warcs = list((tmp_path / "out").glob("*.warc.gz"))
     assert warcs
@@ -196,6 +197,11 @@ async def test_redirects_recorded_and_final_url_kept(site: Site, tmp_path: Path)
     res = await crawl(site, tmp_path / "out", [site.url(A, "/")])
     r = res.record(site.url(A, "/old"))
     assert r["final_url"] == site.url(A, "/new") and r["status"] == 200
+    # one vocabulary with check-links: /old (301 first), /loop1 (broken), /offsite (302 -> ok?)
+    # one vocabulary with check-links: /old redirected (301 first), /loop1 broken,
+    # /offsite ok (a temporary redirect whose target is out of scope)
+    verdicts = res.report["totals"]["by_verdict"]
+    assert verdicts["redirected"] == 1 and verdicts["broken"] == 1
     assert r["redirects"] == [
         {"url": site.url(A, "/old"), "status": 301},
         {"url": site.url(A, "/mid"), "status": 302},
