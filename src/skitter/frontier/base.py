@@ -124,9 +124,7 @@ class Frontier(Protocol):
         """
         ...
 
-    async def retry(
-        self, lease: Lease, *, not_before: float, count_attempt: bool = True
-    ) -> None:
+    async def retry(self, lease: Lease, *, not_before: float, count_attempt: bool = True) -> None:
         """Put the leased request back as pending with ``attempts + 1``.
 
         The whole host waits until ``not_before`` (a Retry-After applies to the host).

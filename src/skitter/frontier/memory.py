@@ -188,9 +188,7 @@ class MemoryFrontier(_CoreFrontier):
         """
         self._ack(lease, not_before, status, etag, last_modified)
 
-    async def retry(
-        self, lease: Lease, *, not_before: float, count_attempt: bool = True
-    ) -> None:
+    async def retry(self, lease: Lease, *, not_before: float, count_attempt: bool = True) -> None:
         """See :meth:`skitter.frontier.base.Frontier.retry`.
 
         Raises:

@@ -651,9 +651,7 @@ class SqliteFrontier(_CoreFrontier):
         with self._guard():
             self._ack(lease, not_before, status, etag, last_modified)
 
-    async def retry(
-        self, lease: Lease, *, not_before: float, count_attempt: bool = True
-    ) -> None:
+    async def retry(self, lease: Lease, *, not_before: float, count_attempt: bool = True) -> None:
         """See :meth:`skitter.frontier.base.Frontier.retry`.
 
         Raises:
