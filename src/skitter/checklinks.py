@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from skitter.export.base import AppendFile, truncate_partial_line
+from skitter.export.base import LineJournal
 from skitter.export.links import LinkRow, read_rows
 from skitter.export.pages import read_records
 from skitter.links import RESOURCE_KINDS
@@ -268,7 +268,7 @@ class CheckPolicy:
         return self._cache.get(url)
 
 
-class AnchorsWriter:
+class AnchorsWriter(LineJournal):
     """Appends anchors.jsonl lines: ``{"url": page URL, "ids": [sorted fragment targets]}``.
 
     One ``os.write`` per page, crash-safe like the other journals (a partial last line is
@@ -278,19 +278,10 @@ class AnchorsWriter:
         OSError: the file cannot be opened or repaired.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = os.fspath(path)
-        truncate_partial_line(self.path)
-        self._file = AppendFile(self.path)
-
     def write(self, url: str, ids: Iterable[str]) -> int:
         """Append the line of one page; returns the bytes written."""
         line = json.dumps({"url": url, "ids": sorted(ids)}, ensure_ascii=False)
         return self._file.write(line.encode("utf-8", "surrogatepass") + b"\n")
-
-    def close(self) -> None:
-        """Sync and close; idempotent."""
-        self._file.close()
 
 
 def read_anchors(

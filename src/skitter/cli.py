@@ -27,6 +27,7 @@ from skitter.settings import (
     ScopeSettings,
 )
 from skitter.state import check_resume_compatible, load_state
+from skitter.stats import StatsSnapshot
 
 __all__ = ["build_parser", "main", "settings_from_args"]
 
@@ -377,36 +378,49 @@ class _Progress:
             self.live = None
 
 
+async def _run_crawler(crawler: Crawler, progress: _Progress) -> tuple[StatsSnapshot, bool]:
+    """Run an entered crawler with progress and Ctrl-C handling.
+
+    The first SIGINT/SIGTERM stops leasing (requests in flight finish and are recorded), a
+    second one aborts them. Returns ``(snapshot, interrupted)``; interrupted means the
+    crawl stopped before its frontier ran dry because of a signal.
+    """
+    loop = asyncio.get_running_loop()
+    signals = 0
+
+    def on_signal() -> None:
+        nonlocal signals
+        signals += 1
+        if signals == 1:
+            progress.stop()
+            print("stopping: finishing requests in flight (Ctrl-C again to abort)", file=sys.stderr)
+            crawler.request_stop()
+        else:
+            crawler.abort()
+
+    handled = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, on_signal)
+            handled.append(sig)
+        except (ValueError, RuntimeError, NotImplementedError):
+            pass  # not the main thread (library/test use): no signal handling
+    crawler.progress = progress.update
+    progress.start()
+    try:
+        snap = await crawler.run()
+    finally:
+        progress.stop()
+        for sig in handled:
+            loop.remove_signal_handler(sig)
+    stopped = crawler.report()["stop_reason"] in ("interrupted", "aborted")
+    return snap, bool(signals) or (not crawler.finished and stopped)
+
+
 async def _crawl(settings: CrawlSettings) -> int:
     progress = _Progress(not settings.quiet and sys.stderr.isatty())
-    interrupted = 0
     async with Crawler.from_settings(settings) as crawler:
-        loop = asyncio.get_running_loop()
-
-        def on_signal() -> None:
-            nonlocal interrupted
-            interrupted += 1
-            if interrupted == 1:
-                progress.stop()
-                print(
-                    "stopping: finishing requests in flight (Ctrl-C again to abort)",
-                    file=sys.stderr,
-                )
-                crawler.request_stop()
-            else:
-                crawler.abort()
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, on_signal)
-        crawler.progress = progress.update
-        progress.start()
-        try:
-            snap = await crawler.run()
-        finally:
-            progress.stop()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(sig)
-        finished = crawler.finished
+        snap, interrupted = await _run_crawler(crawler, progress)
     out = Path(settings.out_dir)
     if not settings.quiet:
         print(
@@ -415,9 +429,7 @@ async def _crawl(settings: CrawlSettings) -> int:
             f"= {snap.pages_per_s:,.1f} pages/s",
         )
         print(f"output: {out}/ (pages.jsonl, links.tsv, report.json, *.warc.gz)")
-    if interrupted or (
-        not finished and crawler.report()["stop_reason"] in ("interrupted", "aborted")
-    ):
+    if interrupted:
         print(f"interrupted; resume with: skitter crawl --resume --out {out}", file=sys.stderr)
         return 130
     return 0
@@ -532,42 +544,11 @@ def _prepare_check_dir(out: Path, settings: CrawlSettings, cache_age_s: float) -
 async def _check(settings: CrawlSettings, cache: list[Any]) -> tuple[bool, float]:
     """Run the check's crawl; returns (interrupted, seconds)."""
     progress = _Progress(not settings.quiet and sys.stderr.isatty())
-    interrupted = 0
     async with Crawler.from_settings(settings) as crawler:
         if cache and crawler.check is not None:
             crawler.check.set_cache(cache, Path(settings.out_dir))
-        loop = asyncio.get_running_loop()
-
-        def on_signal() -> None:
-            nonlocal interrupted
-            interrupted += 1
-            if interrupted == 1:
-                progress.stop()
-                print(
-                    "stopping: finishing requests in flight (Ctrl-C again to abort)",
-                    file=sys.stderr,
-                )
-                crawler.request_stop()
-            else:
-                crawler.abort()
-
-        handled = []
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                loop.add_signal_handler(sig, on_signal)
-                handled.append(sig)
-            except (ValueError, RuntimeError, NotImplementedError):
-                pass  # not the main thread (library/test use): no signal handling
-        crawler.progress = progress.update
-        progress.start()
-        try:
-            snap = await crawler.run()
-        finally:
-            progress.stop()
-            for sig in handled:
-                loop.remove_signal_handler(sig)
-        stopped = crawler.report()["stop_reason"] in ("interrupted", "aborted")
-    return bool(interrupted) or (not crawler.finished and stopped), snap.elapsed_s
+        snap, interrupted = await _run_crawler(crawler, progress)
+    return interrupted, snap.elapsed_s
 
 
 def _check_links_command(args: argparse.Namespace) -> int:

@@ -191,3 +191,62 @@ def truncate_partial_line(path: str | os.PathLike[str]) -> int:
     if cut:
         os.truncate(path, keep)
     return cut
+
+
+class LineJournal:
+    """Base of the line-oriented journals (pages.jsonl, links.tsv): an :class:`AppendFile`
+    whose partial last line, left by a crash, is cut when it is opened.
+
+    Args:
+        path: the file; created if missing, appended to otherwise (bytes cut by the repair
+            in :attr:`repaired_bytes`).
+
+    Raises:
+        OSError: the file cannot be opened or repaired.
+
+    Not thread-safe; one writer per file.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self.repaired_bytes = self.repair(self.path)
+        self._file = AppendFile(self.path)
+
+    def offset(self) -> int:
+        """Size of the file in bytes (everything written so far)."""
+        return self._file.offset()
+
+    def sync(self) -> None:
+        """``fsync`` the file (call at checkpoints).
+
+        Raises:
+            OSError: fsync failed.
+        """
+        self._file.sync()
+
+    def close(self) -> None:
+        """Sync and close; idempotent."""
+        self._file.close()
+
+    @classmethod
+    def repair(cls, path: str | os.PathLike[str]) -> int:
+        """Cut a partial last line (no trailing ``\\n``) left by a crash.
+
+        Returns:
+            Bytes removed (0 if the file was whole, empty or missing).
+
+        Raises:
+            OSError: the file cannot be read or truncated.
+        """
+        return truncate_partial_line(path)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -20,11 +20,9 @@ import os
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Self
 
 from skitter.errors import StateError
-from skitter.export.base import AppendFile, truncate_partial_line
+from skitter.export.base import LineJournal
 
 __all__ = ["HEADER", "LinkRow", "LinksWriter", "escape", "parse_row", "read_rows", "unescape"]
 
@@ -97,7 +95,7 @@ class LinkRow:
         )
 
 
-class LinksWriter:
+class LinksWriter(LineJournal):
     """Appends :class:`LinkRow` rows to links.tsv, one ``os.write`` per page.
 
     Args:
@@ -113,9 +111,7 @@ class LinksWriter:
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = os.fspath(path)
-        self.repaired_bytes = self.repair(self.path)
-        self._file = AppendFile(self.path)
+        super().__init__(path)
         try:
             if self._file.offset() == 0:
                 self._file.write(_HEADER_BYTES)
@@ -142,45 +138,6 @@ class LinksWriter:
             return 0
         data = "".join(row.to_line() for row in rows).encode("utf-8", "replace")
         return self._file.write(data)
-
-    def offset(self) -> int:
-        """Size of links.tsv in bytes, header included."""
-        return self._file.offset()
-
-    def sync(self) -> None:
-        """``fsync`` links.tsv (call at checkpoints).
-
-        Raises:
-            OSError: fsync failed.
-        """
-        self._file.sync()
-
-    def close(self) -> None:
-        """Sync and close; idempotent."""
-        self._file.close()
-
-    @classmethod
-    def repair(cls, path: str | os.PathLike[str]) -> int:
-        """Cut a partial last line (no trailing ``\\n``) left by a crash.
-
-        Returns:
-            Bytes removed (0 if the file was whole, empty or missing).
-
-        Raises:
-            OSError: the file cannot be read or truncated.
-        """
-        return truncate_partial_line(path)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def parse_row(line: str) -> LinkRow | None:

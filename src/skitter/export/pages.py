@@ -19,10 +19,9 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
-from skitter.export.base import AppendFile, truncate_partial_line
+from skitter.export.base import LineJournal
 from skitter.models import Hop
 
 __all__ = ["PageRecord", "PagesWriter", "iso_utc", "read_records"]
@@ -128,7 +127,7 @@ def _encode_line(obj: dict[str, Any]) -> bytes:
         return json.dumps(obj, ensure_ascii=True, separators=(",", ":")).encode("ascii") + b"\n"
 
 
-class PagesWriter:
+class PagesWriter(LineJournal):
     """Appends :class:`PageRecord` lines to pages.jsonl, crash-safely.
 
     Args:
@@ -141,11 +140,6 @@ class PagesWriter:
     Not thread-safe; one writer per file.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = os.fspath(path)
-        self.repaired_bytes = self.repair(self.path)
-        self._file = AppendFile(self.path)
-
     def write(self, record: PageRecord) -> int:
         """Append one record as one JSON line with a single ``os.write``.
 
@@ -157,45 +151,6 @@ class PagesWriter:
             OSError: the write failed (the file is left without a partial line).
         """
         return self._file.write(_encode_line(record.to_dict()))
-
-    def offset(self) -> int:
-        """Size of pages.jsonl in bytes (everything written so far)."""
-        return self._file.offset()
-
-    def sync(self) -> None:
-        """``fsync`` pages.jsonl (call at checkpoints).
-
-        Raises:
-            OSError: fsync failed.
-        """
-        self._file.sync()
-
-    def close(self) -> None:
-        """Sync and close; idempotent."""
-        self._file.close()
-
-    @classmethod
-    def repair(cls, path: str | os.PathLike[str]) -> int:
-        """Cut a partial last line (no trailing ``\\n``) left by a crash.
-
-        Returns:
-            Bytes removed (0 if the file was whole, empty or missing).
-
-        Raises:
-            OSError: the file cannot be read or truncated.
-        """
-        return truncate_partial_line(path)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def read_records(path: str | os.PathLike[str], *, strict: bool = False) -> Iterator[dict[str, Any]]:
