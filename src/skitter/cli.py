@@ -343,14 +343,15 @@ def settings_from_args(
 
 
 class _Progress:
-    """A one-line live display on a terminal (rich), or nothing."""
+    """A one-line live display on a terminal (rich), refreshed twice a second, or nothing:
+    pages, ok, pages/s, queued, in flight, hosts, errors, robots-blocked."""
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
         self.live: Any = None
-        self._last = 0.0
+        self._task: asyncio.Task[None] | None = None
 
-    def start(self) -> None:
+    def start(self, crawler: Crawler) -> None:
         if not self.enabled:
             return
         from rich.console import Console
@@ -358,21 +359,25 @@ class _Progress:
 
         self.live = Live("", console=Console(stderr=True), refresh_per_second=4, transient=True)
         self.live.start()
+        self._task = asyncio.get_running_loop().create_task(self._refresh(crawler))
 
-    def update(self, crawler: Crawler) -> None:
-        if self.live is None:
-            return
-        now = time.monotonic()
-        if now - self._last < 0.25:
-            return
-        self._last = now
-        s = crawler.snapshot()
-        self.live.update(
-            f"pages {s.records:,}  ok {s.ok:,}  {s.pages_per_s:,.1f} pages/s  "
-            f"errors {s.errors:,}  hosts {len(s.by_host):,}  robots-blocked {s.robots_disallowed:,}"
-        )
+    async def _refresh(self, crawler: Crawler) -> None:
+        while self.live is not None:
+            s = crawler.snapshot()
+            c = await crawler.components.frontier.counts()
+            if self.live is None:
+                break
+            self.live.update(
+                f"pages {s.records:,}  ok {s.ok:,}  {s.pages_per_s:,.1f} pages/s  "
+                f"queued {c.pending:,}  in flight {c.leased:,}  hosts {c.hosts:,}  "
+                f"errors {s.errors:,}  robots-blocked {s.robots_disallowed:,}"
+            )
+            await asyncio.sleep(0.5)
 
     def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
         if self.live is not None:
             self.live.stop()
             self.live = None
@@ -405,8 +410,7 @@ async def _run_crawler(crawler: Crawler, progress: _Progress) -> tuple[StatsSnap
             handled.append(sig)
         except (ValueError, RuntimeError, NotImplementedError):
             pass  # not the main thread (library/test use): no signal handling
-    crawler.progress = progress.update
-    progress.start()
+    progress.start(crawler)
     try:
         snap = await crawler.run()
     finally:

@@ -175,7 +175,6 @@ class Crawler:
                 self.check.load_cache(self.out_dir)
         self._finished = False
         self._since_checkpoint = 0
-        self.progress: Callable[[Crawler], None] | None = None
 
     @classmethod
     def from_settings(cls, settings: CrawlSettings, hooks: CrawlHooks | None = None) -> Crawler:
@@ -810,8 +809,6 @@ class Crawler:
         verdict = record_verdict(rec.status, rec.error, rec.error_detail, first)
         self.stats.count_record(host, rec.depth, rec.status, rec.error, rec.bytes, verdict)
         self._since_checkpoint += 1
-        if self.progress is not None:
-            self.progress(self)
 
     def _note(self, where: dict[str, list[str]], host: str, url: str) -> None:
         lst = where[host]
