@@ -125,25 +125,31 @@ async def build_components(
     if settings.resume:
         if settings.frontier == "memory":
             raise StateError("a crawl with --frontier memory keeps no state and cannot resume")
-        PagesWriter.repair(str(out_dir / PAGES_FILE))
-        LinksWriter.repair(str(out_dir / LINKS_FILE))
-        WarcWriter.repair(str(out_dir))
     else:
         prepare_new_out_dir(out_dir)
         save_state(out_dir, settings)
+    # the frontier takes the folder's lock: a second process on a live crawl stops here,
+    # before it repairs (truncates) anything
+    frontier = await _open_frontier(settings, out_dir)
     seeds = [u for u in (canonicalize(s) for s in settings.seeds) if u is not None]
-    scope = ScopeRule(settings.scope, seeds)
     p = settings.politeness
-    fetcher = AiohttpFetcher(
-        settings.fetch, concurrency=p.concurrency, host_concurrency=p.host_concurrency
-    )
     cookies_path = out_dir / COOKIES_FILE
+    fetcher: AiohttpFetcher | None = None
     try:
+        scope = ScopeRule(settings.scope, seeds)
+        if settings.resume:
+            PagesWriter.repair(str(out_dir / PAGES_FILE))
+            LinksWriter.repair(str(out_dir / LINKS_FILE))
+            WarcWriter.repair(str(out_dir))
+        fetcher = AiohttpFetcher(
+            settings.fetch, concurrency=p.concurrency, host_concurrency=p.host_concurrency
+        )
         if cookies_path.exists():
             fetcher.load_cookies(str(cookies_path))
-        frontier = await _open_frontier(settings, out_dir)
     except BaseException:
-        await fetcher.aclose()
+        if fetcher is not None:
+            await fetcher.aclose()
+        await frontier.aclose()
         raise
     import time
 

@@ -46,9 +46,32 @@ def _positive_float(text: str) -> float:
         v = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if v < 0 or v != v:
-        raise argparse.ArgumentTypeError(f"must be >= 0: {text!r}")
+    if not 0 <= v < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0: {text!r}")
     return v
+
+
+def _deadline(text: str) -> float:
+    """Seconds for a deadline: finite and > 0."""
+    v = _positive_float(text)
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0 seconds: {text!r}")
+    return v
+
+
+def _proxy(text: str) -> str:
+    """An http:// or https:// proxy URL with a host."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(text)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+        _ = parts.port
+    except ValueError:
+        ok = False
+    if not ok:
+        raise argparse.ArgumentTypeError(f"expected an http:// proxy URL, got {text!r}")
+    return text
 
 
 def _positive_int(text: str) -> int:
@@ -92,6 +115,8 @@ def _header(text: str) -> tuple[str, str]:
     name, sep, value = text.partition(":")
     if not sep or not name.strip() or any(c in name for c in " \t\r\n"):
         raise argparse.ArgumentTypeError(f"expected 'Name: value', got {text!r}")
+    if any(c in text for c in "\r\n\0"):
+        raise argparse.ArgumentTypeError(f"control characters in header {text!r}")
     return name.strip(), value.strip()
 
 
@@ -185,7 +210,7 @@ def _add_common_flags(c: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     g = c.add_argument_group("fetching")
     g.add_argument(
         "--timeout",
-        type=_positive_float,
+        type=_deadline,
         metavar="SECONDS",
         help="whole-fetch deadline, default 30",
     )
@@ -194,7 +219,7 @@ def _add_common_flags(c: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     )
     g.add_argument("--user-agent", metavar="UA")
     g.add_argument("--header", action="append", type=_header, metavar="'Name: value'")
-    g.add_argument("--proxy", metavar="URL")
+    g.add_argument("--proxy", type=_proxy, metavar="URL")
     g.add_argument("--resolve", action="append", type=_resolve, metavar="HOST:PORT:ADDR")
     g.add_argument(
         "--resolve-only",
@@ -243,12 +268,16 @@ def _read_seeds(args: argparse.Namespace) -> list[str]:
                 lines = fh.read().splitlines()
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"cannot read seeds file {path}: {exc}") from None
-        raw.extend(line.strip() for line in lines if line.strip() and not line.startswith("#"))
+        from_file = [t for t in (line.strip() for line in lines) if t and not t.startswith("#")]
+        if not from_file:
+            raise ConfigError(f"seeds file {path} has no seeds")
+        raw.extend(from_file)
     from skitter.urls import canonicalize
 
     seeds = []
     for s in raw:
-        url = s if "://" in s else f"https://{s.strip('/')}/"
+        # a bare name means https://NAME/ ; a bare name with a path keeps its path
+        url = s if "://" in s else f"https://{s}" if "/" in s else f"https://{s}/"
         if canonicalize(url) is None:
             raise ConfigError(f"not an http(s) URL or domain name: {s!r}")
         seeds.append(url)

@@ -412,7 +412,8 @@ class Crawler:
                         lease,
                         attempts,
                         "robots_unreachable",
-                        "robots.txt unreachable (5xx or network error): disallow all",
+                        f"robots.txt unreachable ({chk.error or '5xx or network error'}) "
+                        f"after {attempts} attempts: disallow all (RFC 9309 §2.3.1.4)",
                         not_before=self.clock(),
                     )
                     return
@@ -435,6 +436,7 @@ class Crawler:
                 if ready_at > self.clock():
                     await c.frontier.retry(lease, not_before=ready_at, count_attempt=False)
                     return
+        started = time.perf_counter()
         try:
             async with self._ip_slot(req.url):
                 if req.check_only and self.check is not None:
@@ -453,7 +455,12 @@ class Crawler:
             if self.check is not None and host_failure(exc.kind, exc.detail):
                 self.check.fail_host(host, exc.kind, exc.detail)
             await self._finish_error(
-                lease, attempts, exc.kind, exc.detail, not_before=end + self._gap_s(crawl_delay)
+                lease,
+                attempts,
+                exc.kind,
+                exc.detail,
+                not_before=end + self._gap_s(crawl_delay),
+                elapsed_s=time.perf_counter() - started,
             )
             return
         end = self.clock()
@@ -675,7 +682,10 @@ class Crawler:
         *,
         hops: tuple[Hop, ...] | None = None,
         final: str | None = None,
+        elapsed_s: float = 0.0,
     ) -> None:
+        """Record a final outcome without an HTTP response (``elapsed_s``: the failed
+        fetch's seconds; 0 when nothing was sent), ack the lease, call ``on_error``."""
         req = lease.request
         rec = PageRecord(
             url=req.requested_url,
@@ -686,7 +696,7 @@ class Crawler:
             bytes=0,
             sha1=None,
             fetched_at=iso_utc(time.time()),
-            elapsed_s=0.0,
+            elapsed_s=elapsed_s,
             attempts=attempts,
             redirects=list(hops if hops is not None else req.redirects),
             error=kind,
@@ -777,12 +787,12 @@ class Crawler:
             else:
                 target_nofrag = link.raw
             target = canon if canon is not None else target_nofrag
-            if (
-                decision == Decision.QUEUED
-                and link_filter is not None
-                and not link_filter(source, link)
-            ):
-                decision = Decision.SCOPE
+            if decision == Decision.QUEUED and link_filter is not None:
+                keep = link_filter(source, link)
+                if inspect.isawaitable(keep):
+                    keep = await keep
+                if not keep:
+                    decision = Decision.SCOPE
             dec = decision.value
             if decision == Decision.QUEUED and canon is not None:
                 if canon in pending or canon == source:

@@ -14,7 +14,7 @@ __all__ = ["CrawlHooks"]
 
 PageHook = Callable[["PageRecord", "Response", "Page | None"], Awaitable[None] | None]
 ErrorHook = Callable[["PageRecord"], Awaitable[None] | None]
-LinkFilter = Callable[[str, "Link"], bool]
+LinkFilter = Callable[[str, "Link"], bool | Awaitable[bool]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +25,8 @@ class CrawlHooks:
         on_page: called for every record that has an HTTP response, with the record, the final
             Response and the parsed Page (None when the body is not HTML).
         on_error: called for every record that ended with a transport error (no response).
-        link_filter: ``(source_url, link) -> bool``; False drops the link (decision "scope").
+        link_filter: ``(source_url, link) -> bool`` (or an awaitable of it); False drops the
+            link (decision "scope").
     """
 
     on_page: PageHook | None = None

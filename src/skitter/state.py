@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, fields, replace
+from dataclasses import MISSING, asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -79,9 +79,20 @@ def settings_to_dict(settings: CrawlSettings) -> dict[str, Any]:
 def _build(cls: Any, data: dict[str, Any]) -> Any:
     names = {f.name for f in fields(cls)}
     kwargs = {k: v for k, v in data.items() if k in names}
+    defaults = {f.name: f.default for f in fields(cls) if f.default is not MISSING}
     for f in fields(cls):
         if f.name in kwargs and isinstance(kwargs[f.name], list):
             kwargs[f.name] = tuple(tuple(x) if isinstance(x, list) else x for x in kwargs[f.name])
+        if f.name not in kwargs or f.name not in defaults:
+            continue
+        value, default = kwargs[f.name], defaults[f.name]
+        if default is None or value is None:
+            continue
+        expected = (int, float) if isinstance(default, float) else type(default)
+        if not isinstance(value, expected) or (
+            isinstance(value, bool) != isinstance(default, bool)
+        ):
+            raise ValueError(f"{f.name} should be {type(default).__name__}, not {value!r}")
     return cls(**kwargs)
 
 
@@ -153,7 +164,10 @@ def load_state(out_dir: Path) -> CrawlSettings:
             f"{out_dir} was written in state format {fmt!r}; this Skitter "
             f"{__version__} reads format {FORMAT_VERSION} only"
         )
-    return settings_from_dict(data["settings"])
+    try:
+        return settings_from_dict(data["settings"])
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise StateError(f"{path} is damaged ({type(exc).__name__}: {exc})") from None
 
 
 #: Settings that define *what* is crawled: they may not change on resume.

@@ -55,10 +55,21 @@ def test_version() -> None:
         (["crawl", "--out", "OUT", "--resolve", "a.test:80", "http://a.test/"], "HOST:PORT:ADDR"),
         (["crawl", "--out", "OUT", "--include", "(", "http://a.test/"], "bad regular expression"),
         (["crawl", "--resume", "--out", "OUT"], "no crawl to resume"),
+        (["crawl", "--out", "OUT", "--timeout", "0", "http://a.test/"], "must be > 0"),
+        (["crawl", "--out", "OUT", "--delay", "inf", "http://a.test/"], "finite"),
+        (["crawl", "--out", "OUT", "--delay", "nan", "http://a.test/"], "finite"),
+        (["crawl", "--out", "OUT", "--proxy", "notaproxy", "http://a.test/"], "proxy URL"),
+        (
+            ["crawl", "--out", "OUT", "--header", "X-A: b\r\nX-Evil: 1", "http://a.test/"],
+            "control characters",
+        ),
+        (["crawl", "--out", "OUT", "--seeds-file", "EMPTY"], "has no seeds"),
     ],
 )
 def test_bad_input_one_line_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
-    args = [str(tmp_path / "out") if a == "OUT" else a for a in args]
+    (tmp_path / "empty.txt").write_text("# only a comment\n\n")
+    subst = {"OUT": str(tmp_path / "out"), "EMPTY": str(tmp_path / "empty.txt")}
+    args = [subst.get(a, a) for a in args]
     r = run_cli(*args)
     assert r.returncode == 2
     assert "Traceback" not in r.stderr
@@ -162,3 +173,38 @@ async def test_ctrl_c_stops_cleanly_and_resume_finishes(site: Site, tmp_path: Pa
     assert rc == 0, err2
     urls = [json.loads(x)["url"] for x in (out / "pages.jsonl").read_text().splitlines()]
     assert sorted(urls) == sorted(site.url(A, p) for p in ["/", *pages])
+
+
+async def test_max_pages_exits_0_and_seeds_file_forms(site: Site, tmp_path: Path) -> None:
+    site.route(A, "/", links_page("/a", "/b", "/c"))
+    for p in ("/a", "/b", "/c"):
+        site.route(A, p, html("<p>x</p>"))
+    seeds = tmp_path / "seeds.txt"
+    # nowhere.test is not in --resolve: under --resolve-only it fails at once as "dns"
+    seeds.write_text(f"  # an indented comment\n\nnowhere.test/docs/x\n{site.url(A, '/')}\n")
+    out = tmp_path / "out"
+    rc, _, err = await arun_cli(
+        "crawl",
+        "--seeds-file",
+        str(seeds),
+        "--max-pages",
+        "2",
+        "--out",
+        str(out),
+        "--resolve",
+        f"{A}:{site.port}:127.0.0.1",
+        "--resolve-only",
+        "--delay",
+        "0",
+        "--concurrency",
+        "1",
+    )
+    assert rc == 0, err
+    assert "Traceback" not in err
+    report = json.loads((out / "report.json").read_text())
+    assert report["stop_reason"] == "max_pages" and report["totals"]["ok"] == 2
+    state = json.loads((out / "state.json").read_text())
+    # a bare name with a path keeps its path (https, as a bare name means)
+    assert state["settings"]["seeds"] == ["https://nowhere.test/docs/x", site.url(A, "/")]
+    rc, _, err = await arun_cli("crawl", "--resume", "--out", str(out), "--max-pages", "3")
+    assert rc == 0, err

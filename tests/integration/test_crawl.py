@@ -271,6 +271,7 @@ async def test_slow_drip_hits_whole_fetch_deadline(site: Site, tmp_path: Path) -
     )
     r = res.record(site.url(A, "/drip"))
     assert r["error"] == "timeout" and "total" in r["error_detail"]
+    assert r["elapsed_s"] >= 1.5  # the whole-fetch deadline, measured, not 0
     assert res.record(site.url(A, "/fast"))["status"] == 200
 
 
@@ -374,6 +375,7 @@ async def test_resolve_only_unmapped_host_is_dns_error(site: Site, tmp_path: Pat
 async def test_library_hooks_and_memory_frontier(site: Site, tmp_path: Path) -> None:
     from skitter.crawler import Crawler
     from skitter.events import CrawlHooks
+    from skitter.models import Link
     from tests.integration.site import read_output, settings_for
 
     site.route(A, "/", links_page("/keep", "/drop", "/gone"))
@@ -388,10 +390,13 @@ async def test_library_hooks_and_memory_frontier(site: Site, tmp_path: Path) -> 
     def on_error(record):  # type: ignore[no-untyped-def]
         errors.append(record.url)
 
+    async def keep_link(source: str, link: Link) -> bool:  # async filters are awaited
+        return not (link.url or "").endswith("/drop")
+
     hooks = CrawlHooks(
         on_page=on_page,
         on_error=on_error,
-        link_filter=lambda source, link: not (link.url or "").endswith("/drop"),
+        link_filter=keep_link,
     )
     settings = settings_for(site, tmp_path / "out", [site.url(A, "/")], frontier="memory")
     async with Crawler.from_settings(settings, hooks) as crawler:
