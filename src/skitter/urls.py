@@ -289,6 +289,7 @@ def _canon_once(url: str) -> tuple[str, str, bool] | None:
     return href[:p] + path, hk, stripped
 
 
+@lru_cache(maxsize=1 << 16)
 def canonicalize_with_host(url: str) -> tuple[str, str] | None:
     """:func:`canonicalize` plus the :func:`host_key` of the result, in one parse.
 

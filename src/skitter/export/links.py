@@ -34,6 +34,7 @@ _FIELDS = 7
 _ESCAPE_TABLE = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 _UNESCAPE_MAP = {"\\": "\\", "t": "\t", "n": "\n", "r": "\r"}
 _UNESCAPE_RE = re.compile(r"\\([\\tnr])")
+_NEEDS_ESCAPE = re.compile(r"[\\\t\n\r]")
 
 
 def escape(field: str) -> str:
@@ -42,6 +43,8 @@ def escape(field: str) -> str:
     >>> escape("a\tb\\c\n")
     'a\\tb\\\\c\\n'
     """
+    if _NEEDS_ESCAPE.search(field) is None:  # the common case: nothing to escape
+        return field
     return field.translate(_ESCAPE_TABLE)
 
 
