@@ -12,6 +12,7 @@
 #   BENCH_POLITE [0]    1 = polite variant only: BENCH_POLITE_HOSTS [5] x BENCH_POLITE_PAGES [20],
 #                       --delay BENCH_POLITE_DELAY [1], gaps from nginx's access log
 #   BENCH_KEEP [0]      1 = keep the generated site and Skitter's WARC/links/frontier files
+#   BENCH_SNAPSHOT [1]  run Skitter from a copy of src/skitter taken at the start (0 = live src/)
 #   SHARED_BENCH [../shared/bench]   the shared scripts (beside the repository, also in CI)
 # Results: bench/results/<UTC time>-<full|polite>/ (git-ignored), bench/results/latest[-polite].
 # Every process started here is stopped on exit, success or failure: nginx by serve.sh stop,
@@ -131,7 +132,19 @@ assert "access_log off;" in conf, "nginx.conf: no 'access_log off;' to replace"
 open(p, "w").write(conf.replace("access_log off;", fmt))
 EOF
 fi
-python3 - "$rdir/machine.json" "$SKITTER_PY" "$BVENV/bin/python" <<'EOF'
+# Skitter's code, frozen for the whole run: src/ is an editable install that other work may
+# change during the ~20 minutes (BENCH_SNAPSHOT=0 runs the live working tree instead).
+SKITTER_SRC=$(pwd)/src
+if [ "${BENCH_SNAPSHOT:-1}" = 1 ]; then
+  mkdir -p "$rdir/skitter-src"
+  tar -C src --exclude=__pycache__ -cf - skitter | tar -C "$rdir/skitter-src" -xf -
+  SKITTER_SRC=$(cd "$rdir/skitter-src" && pwd)
+fi
+got=$(env PYTHONPATH="$SKITTER_SRC" "$SKITTER_PY" -c 'import skitter; print(skitter.__file__)')
+[ "$got" = "$SKITTER_SRC/skitter/__init__.py" ] || die "skitter imports from $got, not $SKITTER_SRC"
+commit=$(git describe --always --dirty 2>/dev/null || echo unknown)
+src_sha=$(cd "$SKITTER_SRC" && find skitter -name '*.py' -print0 | sort -z | xargs -0 sha1sum | sha1sum | cut -c1-12)
+python3 - "$rdir/machine.json" "$SKITTER_PY" "$BVENV/bin/python" "$commit" "$src_sha" <<'EOF'
 import json, os, platform, subprocess, sys, time
 def ver(py, mod):
     try:
@@ -143,7 +156,8 @@ cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.start
 m = dict(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), cpus=os.cpu_count(), cpu=cpu,
          mem_gb=round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
          kernel=platform.release(), python=platform.python_version(),
-         skitter=ver(sys.argv[2], "skitter"), scrapy=ver(sys.argv[3], "scrapy"),
+         skitter=ver(sys.argv[2], "skitter"), skitter_commit=sys.argv[4],
+         skitter_src_sha1=sys.argv[5], scrapy=ver(sys.argv[3], "scrapy"),
          loadavg_start=open("/proc/loadavg").read().split()[0])
 json.dump(m, open(sys.argv[1], "w"), indent=1)
 print("bench: machine", json.dumps(m))
@@ -167,7 +181,8 @@ print("pages %s, wall %.1f s, %s pages/s, CPU %.1f s, peak RSS %s MB, exit %s, l
          r.get("exit"), r["loadavg_before"]))' "$rdir/$tag.json")"
 }
 skitter_run() {  # TAG LABEL DELAY
-  measure "$1" "$2" "$SKITTER_PY" bench/skitter_bench.py --site "$SITE" --out "$rdir/$1" \
+  measure "$1" "$2" env PYTHONPATH="$SKITTER_SRC" "$SKITTER_PY" bench/skitter_bench.py \
+    --site "$SITE" --out "$rdir/$1" \
     --concurrency "$CONC" --delay "$3"
 }
 trim_skitter_out() {  # keep pages.jsonl, report.json, state: the WARC and links.tsv are large
