@@ -174,7 +174,6 @@ class Crawler:
             if settings.resume:
                 self.check.load_cache(self.out_dir)
         self._finished = False
-        self._since_checkpoint = 0
 
     @classmethod
     def from_settings(cls, settings: CrawlSettings, hooks: CrawlHooks | None = None) -> Crawler:
@@ -818,7 +817,6 @@ class Crawler:
         first = rec.redirects[0].status if rec.redirects else None
         verdict = record_verdict(rec.status, rec.error, rec.error_detail, first)
         self.stats.count_record(host, rec.depth, rec.status, rec.error, rec.bytes, verdict)
-        self._since_checkpoint += 1
 
     def _note(self, where: dict[str, list[str]], host: str, url: str) -> None:
         lst = where[host]
@@ -849,7 +847,6 @@ class Crawler:
         await c.frontier.flush()
         atomic_write_json(self.out_dir / CHECKPOINT_FILE, data)
         c.save_cookies()
-        self._since_checkpoint = 0
 
     def _elapsed(self) -> float:
         return time.monotonic() - self._run.started if self._run.started else 0.0
