@@ -23,7 +23,7 @@ import logging
 import time
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -761,56 +761,62 @@ class Crawler:
             await _maybe_await(self.hooks.on_page(rec, resp, page))
 
     async def _decide_links(self, req: Request, page: Page) -> tuple[list[LinkRow], Counter[str]]:
+        """Decide every link of ``page`` (document order), queue the new ones; returns the
+        links.tsv rows and their decision counts. Runs for every link: kept lean."""
         c = self.components
-        rule = c.scope
+        decide = c.scope.decide
+        admit = self._traps.admit
+        check = self.check
         link_filter = self.hooks.link_filter
+        queued, seen_v = Decision.QUEUED, Decision.SEEN.value
         child_depth = req.depth + 1
         is_seed_page = req.depth == 0 and not req.redirects
-        rows: list[LinkRow] = []
+        fields: list[list[Any]] = []
         pending: dict[str, int] = {}
         to_add: list[Request] = []
         source = req.url
+        page_nofollow = page.nofollow
         for i, link in enumerate(page.links):
-            nofollow = link.nofollow or page.nofollow
-            decision, canon = rule.decide(
+            nofollow = link.nofollow or page_nofollow
+            decision, canon = decide(
                 link.url, depth=child_depth, nofollow=nofollow, index=i, is_seed_page=is_seed_page
             )
             check_only = False
-            if self.check is not None and canon is not None:
-                co = self.check.check_only_for(decision.value, canon, link.kind)
+            if check is not None and canon is not None:
+                co = check.check_only_for(decision.value, canon, link.kind)
                 if co is not None:  # link checking: checked (check_only) or crawled
-                    decision, check_only = Decision.QUEUED, co
+                    decision, check_only = queued, co
             fragment = ""
             if link.url is not None:
                 target_nofrag, fragment = split_fragment(link.url)
             else:
                 target_nofrag = link.raw
-            target = canon if canon is not None else target_nofrag
-            if decision == Decision.QUEUED and link_filter is not None:
+            if decision is queued and link_filter is not None:
                 keep = link_filter(source, link)
                 if inspect.isawaitable(keep):
                     keep = await keep
                 if not keep:
                     decision = Decision.SCOPE
             dec = decision.value
-            if decision == Decision.QUEUED and canon is not None:
+            if decision is queued and canon is not None:
                 if canon in pending or canon == source:
-                    dec = Decision.SEEN.value
-                elif (trap := self._traps.admit(canon)) is not None:
+                    dec = seen_v
+                elif (trap := admit(canon)) is not None:
                     dec = trap.decision.value
                 else:
-                    pending[canon] = len(rows)
+                    pending[canon] = len(fields)
                     to_add.append(
                         Request(url=canon, depth=child_depth, referer=source, check_only=check_only)
                     )
-            rows.append(LinkRow(source, target, fragment, link.anchor, link.kind, nofollow, dec))
+            target = canon if canon is not None else target_nofrag
+            fields.append([source, target, fragment, link.anchor, link.kind, nofollow, dec])
         if to_add:
-            result = await c.frontier.add(to_add)
-            added = result.added_urls
+            added = (await c.frontier.add(to_add)).added_urls
             for canon, idx in pending.items():
                 if canon not in added:
-                    rows[idx] = replace(rows[idx], decision=Decision.SEEN.value)
-        return rows, Counter(r.decision for r in rows)
+                    fields[idx][6] = seen_v
+        rows = [LinkRow(*f) for f in fields]
+        return rows, Counter(f[6] for f in fields)
 
     def _write_record(self, rec: PageRecord, host: str) -> None:
         self.components.pages.write(rec)

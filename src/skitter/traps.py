@@ -95,10 +95,10 @@ def path_depth(path: str) -> int:
 
 def _most_repeated(path: str) -> tuple[str, int]:
     """The non-empty path segment occurring most often, and how often ("", 0 if none)."""
-    counts = Counter(seg for seg in path.split("/") if seg)
-    if not counts:
-        return "", 0
-    seg, n = counts.most_common(1)[0]
+    segs = [seg for seg in path.split("/") if seg]
+    if len(set(segs)) == len(segs):  # the common case: no segment repeats
+        return (segs[0], 1) if segs else ("", 0)
+    seg, n = Counter(segs).most_common(1)[0]
     return seg, n
 
 
