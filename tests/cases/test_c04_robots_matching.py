@@ -14,33 +14,13 @@ import pytest
 from skitter.robots import RobotsRules, product_token
 from tests.cases._util import CASE_UA, page, requested, run
 from tests.integration.site import Site, text
+from tests.unit.test_robots import C04_RULES, C04_TABLE
 
 SHOP = "shop.example.test"
 
-RULES = [
-    "Disallow: /",
-    "Allow: /$",
-    "Allow: /shop/",
-    "Disallow: /shop/*.pdf$",
-    "Disallow: /shop/*?sort=",
-    "Allow: /shop/item",
-    "Disallow: /shop/item",
-    "Disallow: /shop/*?q=*relevance*",
-]
-
-#: (path, allowed) -- cases.md table
-TABLE = [
-    ("/", True),
-    ("/about", False),
-    ("/shop/list", True),
-    ("/shop/manual.pdf", False),
-    ("/shop/manual.pdf?v=2", True),
-    ("/shop/list?sort=price", False),
-    ("/shop/item", True),
-    ("/shop/items/42", True),
-    ("/shop/c/4?q=%3Arelevance%3Atype", False),
-    ("/shop/c/4?q=price", True),
-]
+#: the cases.md rules and (path, allowed) table, shared with the unit-level test
+RULES = C04_RULES
+TABLE = C04_TABLE
 
 
 @pytest.mark.parametrize("order", ["as_written", "reversed"])
