@@ -247,6 +247,8 @@ def build_parser() -> argparse.ArgumentParser:
         "crawl",
         help="crawl from seed URLs, write WARC, pages.jsonl, links.tsv, report.json",
         description="Crawl politely from seeds; the output folder also holds the resumable state.",
+        epilog="exit codes: 0 done (or --max-pages reached); 2 bad flags, seeds or output "
+        "folder; 130 interrupted (resume with --resume --out DIR)",
         argument_default=S,
     )
     c.add_argument("seeds", nargs="*", metavar="SEED", help="seed URL or bare domain name")
@@ -454,13 +456,18 @@ async def _crawl(settings: CrawlSettings) -> int:
     progress = _Progress(not settings.quiet and sys.stderr.isatty())
     async with Crawler.from_settings(settings) as crawler:
         snap, interrupted = await _run_crawler(crawler, progress)
+        stop_reason = crawler.stop_reason
     out = Path(settings.out_dir)
     if not settings.quiet:
+        v = snap.by_verdict
         print(
-            f"{snap.records:,} pages ({snap.ok:,} ok, {snap.errors:,} errors, "
-            f"{snap.robots_disallowed:,} blocked by robots.txt) in {snap.elapsed_s:,.1f} s "
-            f"= {snap.pages_per_s:,.1f} pages/s",
+            f"{snap.records:,} pages: {v.get('ok', 0):,} ok, {v.get('broken', 0):,} broken, "
+            f"{v.get('unverified', 0):,} unverified, {v.get('redirected', 0):,} redirected "
+            f"({snap.errors:,} without a response); {snap.robots_disallowed:,} more URLs "
+            f"blocked by robots.txt; {snap.elapsed_s:,.1f} s = {snap.pages_per_s:,.1f} pages/s"
         )
+        if stop_reason == "max_pages":
+            print(f"stopped at --max-pages {settings.max_pages} (2xx pages); more were queued")
         print(f"output: {out}/ (pages.jsonl, links.tsv, report.json, *.warc.gz)")
     if interrupted:
         print(f"interrupted; resume with: skitter crawl --resume --out {out}", file=sys.stderr)

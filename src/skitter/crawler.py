@@ -217,6 +217,11 @@ class Crawler:
         return self._c
 
     @property
+    def stop_reason(self) -> str:
+        """Why the crawl stopped: "finished", "max_pages", "interrupted", "aborted" or ""."""
+        return self._run.stop_reason or ("finished" if self._finished else "")
+
+    @property
     def finished(self) -> bool:
         """True once the frontier ran dry (False after a stop or page limit)."""
         return self._finished
@@ -399,7 +404,7 @@ class Crawler:
                             lease,
                             attempts,
                             chk.error_kind,
-                            f"robots.txt not fetched, page not fetched: {chk.error}",
+                            f"{chk.error} (robots.txt and page not fetched)",
                             not_before=self.clock(),
                         )
                         return
@@ -993,7 +998,7 @@ class Crawler:
             "skitter": __version__,
             "out_dir": str(self.out_dir),
             "finished": self._finished,
-            "stop_reason": self._run.stop_reason or ("finished" if self._finished else ""),
+            "stop_reason": self.stop_reason,
             "totals": snap.to_dict(),
             "robots": robots,
             "traps": self._traps.report(),

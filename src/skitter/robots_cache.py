@@ -323,7 +323,7 @@ class RobotsCache:
                     None,
                     url,
                     redirects,
-                    error=f"{kind}: {exc}",
+                    error=str(exc) if str(exc).startswith(f"{kind}:") else f"{kind}: {exc}",
                     cache_s=self._retry_s,
                     error_kind=str(kind),
                 )

@@ -102,7 +102,7 @@ async def test_crawl_then_resume_rules(site: Site, tmp_path: Path) -> None:
     ]
     rc, stdout, err = await arun_cli("crawl", site.url(A, "/"), *common)
     assert rc == 0, err
-    assert "3 pages" in stdout and str(out) in stdout
+    assert "3 pages: 3 ok, 0 broken" in stdout and str(out) in stdout
     report = json.loads((out / "report.json").read_text())
     assert report["totals"]["by_status"] == {"200": 3}
     # same folder without --resume: refused, nothing lost
@@ -183,7 +183,7 @@ async def test_max_pages_exits_0_and_seeds_file_forms(site: Site, tmp_path: Path
     # nowhere.test is not in --resolve: under --resolve-only it fails at once as "dns"
     seeds.write_text(f"  # an indented comment\n\nnowhere.test/docs/x\n{site.url(A, '/')}\n")
     out = tmp_path / "out"
-    rc, _, err = await arun_cli(
+    rc, stdout, err = await arun_cli(
         "crawl",
         "--seeds-file",
         str(seeds),
@@ -203,6 +203,7 @@ async def test_max_pages_exits_0_and_seeds_file_forms(site: Site, tmp_path: Path
     assert "Traceback" not in err
     report = json.loads((out / "report.json").read_text())
     assert report["stop_reason"] == "max_pages" and report["totals"]["ok"] == 2
+    assert "stopped at --max-pages 2" in stdout
     state = json.loads((out / "state.json").read_text())
     # a bare name with a path keeps its path (https, as a bare name means)
     assert state["settings"]["seeds"] == ["https://nowhere.test/docs/x", site.url(A, "/")]

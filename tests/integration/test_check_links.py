@@ -653,8 +653,8 @@ async def test_c27_blocked_is_not_dead(raw: RawServer, tmp_path: Path) -> None:
         "    HTTP 410\n"
         f'    on {root} "removed"\n'
         "  http://nowhere.invalid/\n"
-        "    dns (robots.txt not fetched, page not fetched: dns: dns: nowhere.invalid:80 is "
-        "not in the resolve map (resolve_only))\n"
+        "    dns (dns: nowhere.invalid:80 is not in the resolve map (resolve_only) "
+        "(robots.txt and page not fetched))\n"
         f'    on {root} "nowhere"\n'
         "\n"
         "Unverified links (could not be checked; not proof that they are gone): 4\n"
