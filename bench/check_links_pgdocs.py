@@ -42,6 +42,9 @@ from typing import Any
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "demo"))
+from serve import DemoServer  # noqa: E402
+
 HOST = "pgdocs.test"
 _WS = re.compile(r"[\t\n\f\r ]+")
 
@@ -201,15 +204,9 @@ def main() -> int:
     deleted = sorted(random.Random(a.seed).sample(candidates, a.delete))
     for name in deleted:
         (site / name).unlink()
-    port_file = work / "port"
-    serve = [sys.executable, str(REPO / "demo" / "serve.py"), "--root", str(site)]
-    server = subprocess.Popen([*serve, "--port-file", str(port_file)], stdout=subprocess.DEVNULL)
+    server = DemoServer(site)
     try:
-        for _ in range(200):
-            if port_file.exists() and port_file.read_text():
-                break
-            time.sleep(0.05)
-        port = int(port_file.read_text())
+        port = server.start()
         base_url = f"http://{HOST}:{port}/"
         report_path = work / "report.json"
         cmd = [
@@ -222,8 +219,7 @@ def main() -> int:
         code = subprocess.run(cmd, cwd=REPO).returncode
         seconds = time.monotonic() - started
     finally:
-        server.terminate()
-        server.wait()
+        server.stop()
     report = json.loads(report_path.read_text())
     exp = expected(site, base_url)
     ok = code == 1

@@ -31,6 +31,9 @@ from pathlib import Path
 from urllib.parse import unquote, urljoin, urlsplit
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "demo"))
+from serve import DemoServer  # noqa: E402
+
 HOST = "docs.python.test"
 
 
@@ -133,24 +136,9 @@ def main() -> int:
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
-    port_file = work / "port"
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            str(REPO / "demo" / "serve.py"),
-            "--root",
-            str(root),
-            "--port-file",
-            str(port_file),
-        ],
-        stdout=subprocess.DEVNULL,
-    )
+    server = DemoServer(root)
     try:
-        for _ in range(100):
-            if port_file.exists() and port_file.read_text():
-                break
-            time.sleep(0.1)
-        port = int(port_file.read_text())
+        port = server.start()
         out = work / "crawl"
         t0 = time.monotonic()
         rc = run_crawl(out, port, resume=False)
@@ -215,15 +203,14 @@ def main() -> int:
             urls2 = [r["url"] for r in recs2]
             same = set(urls2) == set(urls) and len(urls2) == len(set(urls2))
             print(
-                f"killed 3x and resumed: exit {rc}, {len(urls2)} records, "
+                f"killed {a.kills}x and resumed: exit {rc}, {len(urls2)} records, "
                 f"same page set as uninterrupted: {same}"
             )
             ok = ok and same and rc == 0
         print("RESULT:", "OK" if ok else "FAILED")
         return 0 if ok else 1
     finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(timeout=10)
+        server.stop()
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)
 

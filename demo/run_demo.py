@@ -10,9 +10,9 @@ import json
 import shutil
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
+
+from serve import DemoServer
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE.parent / "demo-out"
@@ -20,42 +20,20 @@ HOST = "demo.skitter.test"
 
 
 def main() -> int:
-    with tempfile.TemporaryDirectory() as tmp:
-        port_file = Path(tmp) / "port"
-        server = subprocess.Popen(
-            [sys.executable, str(HERE / "serve.py"), "--port-file", str(port_file)],
-            stdout=subprocess.DEVNULL,
-        )
-        try:
-            for _ in range(100):
-                if port_file.exists() and port_file.read_text():
-                    break
-                time.sleep(0.1)
-            else:
-                print("demo: the local server did not start", file=sys.stderr)
-                return 1
-            port = int(port_file.read_text())
+    try:
+        with DemoServer() as port:
             if OUT.exists():
                 shutil.rmtree(OUT)
             cmd = [
-                sys.executable,
-                "-m",
-                "skitter",
-                "crawl",
-                f"http://{HOST}:{port}/",
-                "--resolve",
-                f"{HOST}:{port}:127.0.0.1",
-                "--resolve-only",
-                "--delay",
-                "0.05",
-                "--out",
-                str(OUT),
-            ]
+                sys.executable, "-m", "skitter", "crawl", f"http://{HOST}:{port}/",
+                "--resolve", f"{HOST}:{port}:127.0.0.1", "--resolve-only",
+                "--delay", "0.05", "--out", str(OUT),
+            ]  # fmt: skip
             print("$ skitter " + " ".join(cmd[3:]), flush=True)
             rc = subprocess.call(cmd)
-        finally:
-            server.terminate()
-            server.wait(timeout=10)
+    except RuntimeError as exc:
+        print(f"demo: {exc}", file=sys.stderr)
+        return 1
     if rc != 0:
         return rc
     report = json.loads((OUT / "report.json").read_text())

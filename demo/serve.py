@@ -9,6 +9,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
+import subprocess
+import sys
+import tempfile
+import time
 from pathlib import Path
 
 from aiohttp import web
@@ -45,6 +49,55 @@ async def serve(root: Path, port: int, port_file: str | None) -> None:
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     await runner.cleanup()
+
+
+class DemoServer:
+    """This script in a subprocess, for demos and benchmarks: ``port = server.start()`` …
+    ``server.stop()`` (or ``with DemoServer(root) as port:``). Listens on 127.0.0.1 only.
+
+    Args:
+        root: the folder to serve (default: the bundled demo site).
+    Raises:
+        RuntimeError: from :meth:`start`, if the server did not report a port in 20 s.
+    """
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root or Path(__file__).parent / "site"
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+
+    def start(self) -> int:
+        """Start the server; returns its port once it listens."""
+        self._tmp = tempfile.TemporaryDirectory()
+        port_file = Path(self._tmp.name) / "port"
+        self._proc = subprocess.Popen(
+            [sys.executable, __file__, "--root", str(self.root), "--port-file", str(port_file)],
+            stdout=subprocess.DEVNULL,
+        )
+        for _ in range(200):  # bounded: 20 s
+            if port_file.exists() and port_file.read_text():
+                return int(port_file.read_text())
+            if self._proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError("the local server did not start")
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM, then wait); idempotent."""
+        if self._proc is not None:
+            self._proc.terminate()
+            self._proc.wait(timeout=10)
+            self._proc = None
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> int:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 def main() -> None:

@@ -59,7 +59,26 @@ def fsync_dir(directory: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
-class AppendFile:
+class Closing:
+    """Mixin: ``with writer:`` closes the writer at the end of the block."""
+
+    def close(self) -> None:
+        """Release the writer's resources; idempotent."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class AppendFile(Closing):
     """An append-only file written with unbuffered :func:`os.write` calls.
 
     Args:
@@ -145,17 +164,6 @@ class AppendFile:
         """True once :meth:`close` was called."""
         return self._closed
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
 
 def truncate_partial_line(path: str | os.PathLike[str]) -> int:
     """Cut everything after the last ``b"\\n"`` of a line-oriented file.
@@ -193,7 +201,7 @@ def truncate_partial_line(path: str | os.PathLike[str]) -> int:
     return cut
 
 
-class LineJournal:
+class LineJournal(Closing):
     """Base of the line-oriented journals (pages.jsonl, links.tsv): an :class:`AppendFile`
     whose partial last line, left by a crash, is cut when it is opened.
 
@@ -239,14 +247,3 @@ class LineJournal:
             OSError: the file cannot be read or truncated.
         """
         return truncate_partial_line(path)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

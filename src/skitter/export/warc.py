@@ -43,15 +43,13 @@ import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from types import TracebackType
-from typing import Self
 from urllib.parse import quote, urlsplit
 
 from fastwarc.stream_io import GzipWriter
 from fastwarc.warc import WarcRecord, WarcRecordType
 
 from skitter import __version__
-from skitter.export.base import AppendFile
+from skitter.export.base import AppendFile, Closing
 from skitter.models import Response
 
 __all__ = [
@@ -176,7 +174,7 @@ def _record_id() -> tuple[bytes, str]:
     return urn.encode("ascii"), f"<urn:{urn}>"
 
 
-class WarcWriter:
+class WarcWriter(Closing):
     """Writes HTTP exchanges to rotating, per-record-gzipped WARC 1.1 files.
 
     Args:
@@ -441,17 +439,6 @@ class WarcWriter:
             self._file.close()
             self._file = None
         self._gz.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # -- recovery ---------------------------------------------------------------------------
 
