@@ -111,13 +111,19 @@ async def _open_frontier(settings: CrawlSettings, out_dir: Path) -> Frontier:
 
 
 async def build_components(
-    settings: CrawlSettings, robots_fetch: Callable[[str], Awaitable[Response]]
+    settings: CrawlSettings,
+    robots_fetch: Callable[[str], Awaitable[Response]],
+    *,
+    warc_dir: Path | None = None,
+    warc_prefix: str = "skitter",
 ) -> Components:
     """Create the output folder (or check it, for resume) and build every component.
 
     Args:
         settings: the crawl's settings (``resume`` selects the resume path).
         robots_fetch: how robots.txt is fetched (the crawler's, so it is archived).
+        warc_dir: folder of the WARC files (default: ``settings.out_dir``); warc_prefix:
+            their file name prefix (one per process of a sharded crawl).
     Raises:
         StateError: unusable output folder. ConfigError: bad settings.
     """
@@ -140,7 +146,7 @@ async def build_components(
         if settings.resume:
             PagesWriter.repair(str(out_dir / PAGES_FILE))
             LinksWriter.repair(str(out_dir / LINKS_FILE))
-            WarcWriter.repair(str(out_dir))
+            WarcWriter.repair(str(warc_dir or out_dir), prefix=warc_prefix)
         fetcher = AiohttpFetcher(
             settings.fetch, concurrency=p.concurrency, host_concurrency=p.host_concurrency
         )
@@ -163,7 +169,11 @@ async def build_components(
     )
     warc = (
         WarcWriter(
-            str(out_dir), max_bytes=settings.warc_max_bytes, software=f"Skitter/{__version__}"
+            str(warc_dir or out_dir),
+            prefix=warc_prefix,
+            is_part_of="skitter",
+            max_bytes=settings.warc_max_bytes,
+            software=f"Skitter/{__version__}",
         )
         if settings.warc
         else None

@@ -257,6 +257,13 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--resume", action="store_true", help="continue the crawl stored in --out")
     out = _add_common_flags(c)
     out.add_argument("--no-warc", action="store_true", help="do not write WARC files")
+    out.add_argument(
+        "--processes",
+        type=_at_least_one,
+        metavar="N",
+        help="crawler processes, each owning the hosts that hash to it "
+        "(default: the number of cores; fixed for the life of a crawl)",
+    )
     _add_check_links(sub)
     return parser
 
@@ -370,6 +377,7 @@ def settings_from_args(
         check_links=b.check_links,
         check_resources=b.check_resources,
         check_fragments=b.check_fragments,
+        processes=pick("processes", b.processes),
     )
 
 
@@ -457,6 +465,13 @@ async def _crawl(settings: CrawlSettings) -> int:
     async with Crawler.from_settings(settings) as crawler:
         snap, interrupted = await _run_crawler(crawler, progress)
         stop_reason = crawler.stop_reason
+    return _summary(settings, snap, stop_reason, interrupted)
+
+
+def _summary(
+    settings: CrawlSettings, snap: StatsSnapshot, stop_reason: str, interrupted: bool
+) -> int:
+    """Print the end-of-crawl lines (unless quiet); returns 130 if interrupted, else 0."""
     out = Path(settings.out_dir)
     if not settings.quiet:
         v = snap.by_verdict
@@ -473,6 +488,47 @@ async def _crawl(settings: CrawlSettings) -> int:
         print(f"interrupted; resume with: skitter crawl --resume --out {out}", file=sys.stderr)
         return 130
     return 0
+
+
+def _crawl_processes(settings: CrawlSettings) -> int:
+    """``crawl`` with ``--processes`` > 1 (:mod:`skitter.processes`), progress on a TTY."""
+    from skitter.processes import run_processes
+
+    live: Any = None
+    on_status = None
+    if not settings.quiet and sys.stderr.isatty():
+        from rich.console import Console
+        from rich.live import Live
+
+        def on_status(t: dict[str, int]) -> None:
+            nonlocal live
+            if live is None:
+                live = Live("", console=Console(stderr=True), auto_refresh=False, transient=True)
+                live.start()
+            rate = t.get("records", 0) / max(t.get("elapsed_ms", 0) / 1000, 1e-9)
+            live.update(
+                f"pages {t.get('records', 0):,}  ok {t.get('ok', 0):,}  {rate:,.1f} pages/s  "
+                f"in flight {t.get('inflight', 0):,}  hosts {t.get('hosts', 0):,}  "
+                f"errors {t.get('errors', 0):,}  robots-blocked "
+                f"{t.get('robots_disallowed', 0):,}  ({settings.processes} processes)",
+                refresh=True,
+            )
+
+    try:
+        outcome = run_processes(settings, on_status=on_status)
+    finally:
+        if live is not None:
+            live.stop()
+    if outcome.error is not None:
+        print(f"skitter: error: {outcome.error}", file=sys.stderr)
+        if outcome.exit_code == 2:
+            return 2
+        print(
+            f"the crawl stopped; resume with: skitter crawl --resume --out {settings.out_dir}",
+            file=sys.stderr,
+        )
+        return 1
+    return _summary(settings, outcome.snapshot, outcome.stop_reason, outcome.interrupted)
 
 
 # ------------------------------------------------------------------ check-links
@@ -706,10 +762,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             settings = settings_from_args(args)
             if not settings.seeds:
                 raise ConfigError("no seeds: give SEED URLs or --seeds-file")
+            if getattr(args, "processes", None) is None:
+                from skitter.processes import default_processes
+
+                settings = replace(settings, processes=default_processes())
         from skitter.rules import ScopeRule
         from skitter.urls import canonicalize
 
         ScopeRule(settings.scope, [u for u in map(canonicalize, settings.seeds) if u])
+        if settings.processes > 1:
+            return _crawl_processes(settings)
         return asyncio.run(_crawl(settings))
     except SkitterError as exc:
         print(f"skitter: error: {exc}", file=sys.stderr)

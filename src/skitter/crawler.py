@@ -47,6 +47,7 @@ from skitter.politeness import next_allowed_at, parse_retry_after, retry_decisio
 from skitter.redirects import location_target
 from skitter.rules import Decision
 from skitter.settings import CrawlSettings
+from skitter.sharding import Handoff, ShardLink
 from skitter.state import (
     CHECKPOINT_FILE,
     LINKS_FILE,
@@ -131,6 +132,23 @@ class _RunState:
     last_report: float = 0.0
 
 
+@dataclass(slots=True)
+class _ShardState:
+    """A sharded crawler process's view of the hand-off (see :mod:`skitter.sharding`)."""
+
+    handoff: Handoff
+    #: inbox offsets whose requests are all in the frontier (what the checkpoint stores)
+    consumed_done: list[int]
+    idle: bool = False
+    #: bumped whenever received requests have been added (idle is re-derived after it)
+    gen: int = 0
+    receiving: int = 0
+    finish: bool = False
+    status_seq: int = 0
+    #: requested URLs recorded past the checkpoint at resume (no second record for them)
+    replayed: set[str] = field(default_factory=set)
+
+
 class Crawler:
     """A polite, resumable crawl over a frontier.
 
@@ -153,8 +171,11 @@ class Crawler:
         *,
         hooks: CrawlHooks | None = None,
         clock: Callable[[], float] = time.time,
+        shard: ShardLink | None = None,
     ) -> None:
         self.settings = settings
+        self.shard = shard
+        self._sh: _ShardState | None = None
         self.hooks = hooks or CrawlHooks()
         self.clock = clock
         self.out_dir = Path(settings.out_dir)
@@ -185,14 +206,33 @@ class Crawler:
     async def __aenter__(self) -> Crawler:
         from skitter.build import build_components
 
-        self._c = await build_components(self.settings, self._robots_fetch)
+        link = self.shard
+        self._c = await build_components(
+            self.settings,
+            self._robots_fetch,
+            warc_dir=link.out_dir if link is not None else None,
+            warc_prefix=link.warc_prefix if link is not None else "skitter",
+        )
         try:
+            if link is not None:
+                # after build_components: the frontier's lock is held before any repair
+                h = Handoff(link.out_dir, link.index, link.count)
+                self._sh = _ShardState(h, h.read_offsets())
             if self.settings.resume:
                 await self._reconcile()
         except BaseException:
-            await self._c.aclose()
+            await self._close_components()
             raise
         return self
+
+    async def _close_components(self) -> None:
+        try:
+            if self._c is not None:
+                await self._c.aclose()
+        finally:
+            self._c = None
+            if self._sh is not None:
+                self._sh.handoff.close()
 
     async def __aexit__(
         self,
@@ -206,8 +246,7 @@ class Crawler:
             await self._checkpoint()
             self._write_report()
         finally:
-            await self._c.aclose()
-            self._c = None
+            await self._close_components()
 
     @property
     def components(self) -> Components:
@@ -257,27 +296,49 @@ class Crawler:
         await self._add_seeds([*self.settings.seeds, *seeds])
         limit = self.settings.politeness.concurrency
         max_pages = self.settings.max_pages
+        sh = self._sh
+        link = self.shard
+        budget = link.budget if link is not None else None
+        shard_task = asyncio.create_task(self._shard_loop()) if sh is not None else None
         try:
             while True:
                 if rs.stopping:
                     break
-                if max_pages is not None and self.stats.ok >= max_pages:
-                    rs.stop_reason = "max_pages"
-                    break
+                if max_pages is not None:
+                    total_ok = budget.total_ok() if budget is not None else self.stats.ok
+                    if total_ok >= max_pages:
+                        rs.stop_reason = "max_pages"
+                        break
                 lease: Lease | None = None
                 room = len(rs.inflight) < limit
-                if max_pages is not None and self.stats.ok + len(rs.inflight) >= max_pages:
-                    room = False
+                if room and max_pages is not None:
+                    if budget is not None:
+                        room = budget.reserve(self.stats.ok, len(rs.inflight))
+                    elif self.stats.ok + len(rs.inflight) >= max_pages:
+                        room = False
                 if room:
                     lease = await c.frontier.lease(self.clock())
+                    if lease is None and budget is not None:
+                        budget.publish(self.stats.ok, len(rs.inflight))
                 if lease is not None:
+                    if sh is not None:
+                        sh.idle = False
                     task = asyncio.create_task(self._guarded(lease))
                     rs.inflight.add(task)
                     task.add_done_callback(self._task_done)
                     continue
-                if not rs.inflight and await c.frontier.is_finished():
-                    self._finished = True
-                    break
+                if not rs.inflight:
+                    gen = sh.gen if sh is not None else 0
+                    if await c.frontier.is_finished():
+                        if sh is None:
+                            self._finished = True
+                            break
+                        # idle until the coordinator says every process is (sharding)
+                        if gen == sh.gen and not sh.receiving and not rs.inflight:
+                            sh.idle = True
+                        if sh.finish and sh.idle:
+                            self._finished = True
+                            break
                 await self._maybe_checkpoint()
                 timeout = 1.0
                 if room:
@@ -294,6 +355,9 @@ class Crawler:
                 for t in rs.inflight:
                     t.cancel()
                 await asyncio.gather(*rs.inflight, return_exceptions=True)
+            if shard_task is not None:
+                shard_task.cancel()
+                await asyncio.gather(shard_task, return_exceptions=True)
             await self._checkpoint()
             self._write_report()
         return self.snapshot()
@@ -305,6 +369,8 @@ class Crawler:
     def _task_done(self, task: asyncio.Task[None]) -> None:
         self._run.inflight.discard(task)
         self._run.wake.set()
+        if self.shard is not None and self.shard.budget is not None:
+            self.shard.budget.publish(self.stats.ok, len(self._run.inflight))
 
     async def _guarded(self, lease: Lease) -> None:
         try:
@@ -314,6 +380,151 @@ class Crawler:
         except Exception:
             # A bug must not kill the crawl: log it and leave the lease to expire (retried).
             log.exception("internal error while processing %s", lease.request.url)
+
+    # ------------------------------------------------------------------ sharding
+
+    async def _add(self, reqs: Sequence[Request], *, force: bool = False) -> frozenset[str]:
+        """Queue ``reqs``: this process's hosts into its frontier, the others' handed off
+        (:mod:`skitter.sharding`). Returns the URLs queued: new to the local frontier, or
+        handed off (the owner's URL-seen test decides there)."""
+        c = self.components
+        sh = self._sh
+        if sh is None:
+            return (await c.frontier.add(reqs, force=force)).added_urls
+        h = sh.handoff
+        local: list[Request] = []
+        away: dict[int, list[Request]] = {}
+        for r in reqs:
+            j = h.owner(host_key(r.url))
+            if j == h.index:
+                local.append(r)
+            else:
+                away.setdefault(j, []).append(r)
+        if not away:
+            return (await c.frontier.add(local, force=force)).added_urls
+        h.send(away)
+        handed = {r.url for batch in away.values() for r in batch}
+        if local:
+            handed |= (await c.frontier.add(local, force=force)).added_urls
+        return frozenset(handed)
+
+    def _is_foreign(self, canon: str) -> bool:
+        """True if another process owns ``canon``'s host (its trap budgets are kept there)."""
+        sh = self._sh
+        return sh is not None and not sh.handoff.owns(host_key(canon))
+
+    async def _shard_loop(self) -> None:
+        """Sharded crawl: obey the coordinator, take in handed-off requests, report status."""
+        sh = self._sh
+        link = self.shard
+        assert sh is not None and link is not None
+        last_status = 0.0
+        last_idle: bool | None = None
+        while True:
+            try:
+                while link.conn.poll():
+                    msg = link.conn.recv()
+                    if msg == "stop":
+                        self.request_stop("interrupted")
+                    elif msg == "abort":
+                        self.abort()
+                    elif msg == "finish":
+                        sh.finish = True
+                        self._run.wake.set()
+            except (EOFError, OSError):
+                log.error("the coordinating process is gone: stopping")
+                self.abort()
+                return
+            reqs = sh.handoff.receive()
+            if reqs:
+                sh.idle = False
+                sh.receiving += 1
+                try:
+                    await self._admit_received(reqs)
+                finally:
+                    sh.receiving -= 1
+                sh.gen += 1
+                sh.consumed_done = sh.handoff.read_offsets()
+                self._run.wake.set()
+            now = time.monotonic()
+            idle = sh.idle and not self._run.inflight and not sh.receiving
+            if idle != last_idle or now - last_status >= 0.25:
+                last_status, last_idle = now, idle
+                self._send_status(idle)
+            await asyncio.sleep(0.02 if idle else 0.05)
+
+    def _send_status(self, idle: bool) -> None:
+        """One status message to the coordinator: ``("status", seq, idle, sent bytes per
+        destination, read bytes per source, counters)``; idle and the offsets describe one
+        instant."""
+        sh = self._sh
+        link = self.shard
+        assert sh is not None and link is not None
+        sh.status_seq += 1
+        s = self.stats
+        counters = {
+            "records": s.records,
+            "ok": s.ok,
+            "errors": sum(s.by_error.values()),
+            "robots_disallowed": s.robots_disallowed,
+            "inflight": len(self._run.inflight),
+            "hosts": len(s.by_host),
+        }
+        with contextlib.suppress(OSError):
+            link.conn.send(
+                (
+                    "status",
+                    sh.status_seq,
+                    idle,
+                    sh.handoff.sent(),
+                    list(sh.consumed_done),
+                    counters,
+                )
+            )
+
+    async def _admit_received(self, reqs: Sequence[Request]) -> None:
+        """Queue requests handed off by other processes: this process owns their hosts, so
+        their trap budgets are spent here; a redirect continuation that is not queued ends
+        its chain with a record here (its origin belongs to the sender)."""
+        sh = self._sh
+        assert sh is not None
+        keep: list[Request] = []
+        for r in reqs:
+            trap = self._traps.admit(r.url)
+            if trap is not None:
+                if r.redirects:
+                    self._record_unfollowed(r, f"{trap.defence}: {trap.detail}")
+                continue
+            keep.append(r)
+        if not keep:
+            return
+        added = (await self.components.frontier.add(keep)).added_urls
+        for r in keep:
+            if r.redirects and r.url not in added:
+                self._record_unfollowed(r, "already crawled or queued")
+
+    def _record_unfollowed(self, req: Request, why: str) -> None:
+        """The record of a handed-off redirect chain whose last target is not fetched."""
+        sh = self._sh
+        if sh is not None and req.requested_url in sh.replayed:
+            return  # recorded before the crash this resume recovers from
+        last = req.redirects[-1]
+        rec = PageRecord(
+            url=req.requested_url,
+            final_url=last.url,
+            status=last.status,
+            depth=req.depth,
+            content_type=None,
+            bytes=0,
+            sha1=None,
+            fetched_at=iso_utc(time.time()),
+            elapsed_s=0.0,
+            attempts=1,
+            redirects=list(req.redirects[:-1]),
+            error=None,
+            error_detail=f"redirect to {req.url} not followed: {why}",
+        )
+        self._write_record(rec, host_key(req.requested_url))
 
     async def _add_seeds(self, seeds: Sequence[str]) -> None:
         c = self.components
@@ -327,6 +538,8 @@ class Crawler:
             if self.check is not None:
                 self.check.add_seed(url)
             c.allow_host(hostname(url))
+            if self._is_foreign(url):
+                continue  # the process owning its host queues it
             self._traps.note(url)  # seeds are never dropped as traps, but they count
             reqs.append(Request(url=url, depth=0))
         if reqs:
@@ -621,7 +834,11 @@ class Crawler:
         ):
             decision = Decision.URL_LENGTH.value
             detail = f"URL longer than {self.settings.scope.max_url_length} characters"
-        elif not force and (trap := self._traps.admit(canon)) is not None:
+        elif (
+            not force
+            and not self._is_foreign(canon)
+            and (trap := self._traps.admit(canon)) is not None
+        ):
             decision = trap.decision.value
             detail = f"{trap.defence}: {trap.detail}"
         else:
@@ -634,8 +851,8 @@ class Crawler:
                 priority=req.priority,
                 check_only=check_only,
             )
-            result = await c.frontier.add([cont], force=force)
-            decision = Decision.QUEUED.value if canon in result.added_urls else Decision.SEEN.value
+            added = await self._add([cont], force=force)
+            decision = Decision.QUEUED.value if canon in added else Decision.SEEN.value
         row = LinkRow(req.url, canon, fragment, "", "redirect", False, decision)
         if decision == Decision.QUEUED.value:
             c.links.write_rows([row])
@@ -771,6 +988,7 @@ class Crawler:
         c = self.components
         decide = c.scope.decide
         admit = self._traps.admit
+        foreign = self._is_foreign if self._sh is not None else None
         check = self.check
         link_filter = self.hooks.link_filter
         queued, seen_v = Decision.QUEUED, Decision.SEEN.value
@@ -806,7 +1024,7 @@ class Crawler:
             if decision is queued and canon is not None:
                 if canon in pending or canon == source:
                     dec = seen_v
-                elif (trap := admit(canon)) is not None:
+                elif (foreign is None or not foreign(canon)) and (trap := admit(canon)) is not None:
                     dec = trap.decision.value
                 else:
                     pending[canon] = len(fields)
@@ -816,7 +1034,7 @@ class Crawler:
             target = canon if canon is not None else target_nofrag
             fields.append([source, target, fragment, link.anchor, link.kind, nofollow, dec])
         if to_add:
-            added = (await c.frontier.add(to_add)).added_urls
+            added = await self._add(to_add)
             for canon, idx in pending.items():
                 if canon not in added:
                     fields[idx][6] = seen_v
@@ -855,6 +1073,10 @@ class Crawler:
             "stats": self.stats.to_state(self._elapsed()),
             "traps": self._traps.to_state(),
         }
+        if self._sh is not None:
+            data["handoff"] = {
+                "consumed": {str(k): v for k, v in enumerate(self._sh.consumed_done) if v}
+            }
         await c.frontier.flush()
         atomic_write_json(self.out_dir / CHECKPOINT_FILE, data)
         c.save_cookies()
@@ -871,6 +1093,9 @@ class Crawler:
         links_off = int(cp.get("links_offset", 0))
         self.stats = Stats.from_state(cp.get("stats", {}))
         self._traps.load_state(cp.get("traps") or {})
+        if self._sh is not None:
+            self._sh.handoff.load_state(cp.get("handoff") or {})
+            self._sh.consumed_done = self._sh.handoff.read_offsets()
         pages_path = self.out_dir / PAGES_FILE
         links_path = self.out_dir / LINKS_FILE
         recorded: dict[str, int] = {}  # final_url / url -> depth
@@ -914,9 +1139,14 @@ class Crawler:
         if links_path.exists():
             readd = self._reconcile_links(links_path, links_off, recorded)
         if readd:
-            await c.frontier.add(readd)
+            await self._add(readd)
         # the trap budgets (distinct queued URLs per path / host) are rebuilt from links.tsv
         self._traps.replay_links(links_path)
+        if self._sh is not None:
+            # ... and, sharded, from what other processes handed over (their links.tsv
+            # rows say "queued" for this process's hosts; the budgets are spent here)
+            self._traps.replay(r.url for r in self._sh.handoff.replay_received())
+            self._sh.replayed = set(recorded)
         await c.frontier.flush()
         log.info(
             "resume: %d records and %d queued links replayed past the checkpoint",

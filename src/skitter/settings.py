@@ -142,6 +142,8 @@ class CrawlSettings:
             as ``check_only`` requests.
         check_fragments: record every HTML page's fragment targets (``id``, ``<a name>``)
             in ``anchors.jsonl`` so that ``page#name`` links can be checked.
+        processes: crawler processes, each owning the hosts that hash to it
+            (:mod:`skitter.processes`; run by the command line). 1 = this process only.
     """
 
     out_dir: str
@@ -158,3 +160,4 @@ class CrawlSettings:
     check_links: bool = False
     check_resources: bool = False
     check_fragments: bool = False
+    processes: int = 1

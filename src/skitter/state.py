@@ -187,6 +187,7 @@ FIXED_ON_RESUME = (
     ("max-segment-repeats", lambda s: s.scope.max_segment_repeats),
     ("ignore-robots", lambda s: s.politeness.ignore_robots),
     ("frontier", lambda s: s.frontier),
+    ("processes", lambda s: s.processes),
 )
 
 

@@ -154,6 +154,22 @@ class Stats:
             "by_host": {k: dict(v) for k, v in self.by_host.items()},
         }
 
+    def merge(self, other: Stats) -> None:
+        """Add ``other``'s counters to these (one crawl's processes into its totals); the
+        elapsed time is the longer of the two (the processes run side by side)."""
+        self.records += other.records
+        self.ok += other.ok
+        self.bytes += other.bytes
+        self.robots_disallowed += other.robots_disallowed
+        self.elapsed_before_s = max(self.elapsed_before_s, other.elapsed_before_s)
+        self.by_status.update(other.by_status)
+        self.by_error.update(other.by_error)
+        self.by_decision.update(other.by_decision)
+        self.by_depth.update(other.by_depth)
+        self.by_verdict.update(other.by_verdict)
+        for host, counts in other.by_host.items():
+            self.by_host.setdefault(host, Counter()).update(counts)
+
     @classmethod
     def from_state(cls, data: dict[str, Any]) -> Stats:
         """Rebuild counters from :meth:`to_state` output."""

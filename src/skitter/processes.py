@@ -1,0 +1,587 @@
+"""One crawl run by N host-sharded crawler processes (``skitter crawl --processes N``).
+
+A coordinating process (this module, no event loop) starts N crawler processes. Process ``K``
+owns the hosts that hash to ``K`` (:mod:`skitter.sharding`) and keeps its own frontier and
+journals in ``OUT/shards/K/``; URLs for other processes' hosts are handed to them in batches
+through append-only files. The coordinator:
+
+* merges the processes' ``pages.jsonl`` and ``links.tsv`` into ``OUT/pages.jsonl`` and
+  ``OUT/links.tsv`` as the crawl goes, copying each shard's journal up to the offset of its
+  last checkpoint (bytes that a resume never cuts); ``OUT/merge.json`` records, atomically,
+  how far each shard has been copied and how long the merged files are, so after a crash the
+  merged files are cut back to that length and the copy continues: nothing twice, nothing
+  lost;
+* decides when the crawl is over: every process idle (nothing pending, leased or in flight)
+  and every byte handed off read by its owner, in two consecutive rounds of status reports;
+* turns Ctrl-C/SIGTERM into a clean stop of every process (a second one aborts the requests
+  in flight), stops the others if one dies, and writes ``OUT/report.json`` (the shards'
+  counters, robots and trap sections merged).
+
+WARC files are written by each process into ``OUT/`` as ``skitter-pK-*.warc.gz``. ``--resume``
+restarts the same N processes on their shards (N is fixed for the life of a crawl).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import math
+import multiprocessing
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+from typing import Any
+
+from skitter import __version__
+from skitter.errors import SkitterError, StateError
+from skitter.export.base import AppendFile
+from skitter.export.links import HEADER as LINKS_HEADER
+from skitter.settings import CrawlSettings
+from skitter.sharding import SHARDS_DIR, PageBudget, ShardLink, shard_dir
+from skitter.state import (
+    CHECKPOINT_FILE,
+    FRONTIER_FILE,
+    LINKS_FILE,
+    PAGES_FILE,
+    REPORT_FILE,
+    atomic_write_json,
+    prepare_new_out_dir,
+    read_json,
+    save_state,
+)
+from skitter.stats import Stats, StatsSnapshot
+
+__all__ = ["MERGE_FILE", "ProcessesOutcome", "default_processes", "run_processes"]
+
+log = logging.getLogger("skitter")
+
+MERGE_FILE = "merge.json"
+LOCK_FILE = ".skitter.lock"
+MERGE_EVERY_S = 0.5
+REPORT_EVERY_S = 30.0
+COPY_CHUNK_BYTES = 1024 * 1024
+_LINKS_HEADER_BYTES = LINKS_HEADER.encode("ascii") + b"\n"
+
+
+def default_processes() -> int:
+    """The number of CPU cores this process may run on (at least 1)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass(slots=True)
+class ProcessesOutcome:
+    """How a sharded crawl ended.
+
+    Attributes:
+        snapshot: the merged counters (as in report.json ``totals``).
+        stop_reason: "finished", "max_pages", "interrupted", "aborted" or "failed".
+        finished: every process ran dry and the coordinator ended the crawl.
+        interrupted: stopped by a signal before the end (resume with ``--resume``).
+        error: a one-line description when a process failed, else None.
+        exit_code: a failing process's exit code (2 = bad state or settings), else 0.
+    """
+
+    snapshot: StatsSnapshot
+    stop_reason: str
+    finished: bool
+    interrupted: bool
+    error: str | None = None
+    exit_code: int = 0
+
+
+# ---------------------------------------------------------------------- crawler processes
+
+
+def _worker_settings(settings: CrawlSettings, index: int, count: int) -> CrawlSettings:
+    """Process ``index``'s settings: its shard folder, its share of the global and per-IP
+    concurrency (so that N processes together keep the limits of one)."""
+    p = settings.politeness
+    return replace(
+        settings,
+        out_dir=str(shard_dir(settings.out_dir, index)),
+        processes=1,
+        quiet=True,
+        politeness=replace(
+            p,
+            concurrency=max(1, math.ceil(p.concurrency / count)),
+            ip_concurrency=max(1, p.ip_concurrency // count),
+        ),
+    )
+
+
+async def _worker_crawl(settings: CrawlSettings, link: ShardLink) -> dict[str, Any]:
+    from skitter.crawler import Crawler
+
+    async with Crawler(settings, shard=link) as crawler:
+        await crawler.run()
+        return {"stop_reason": crawler.stop_reason, "finished": crawler.finished}
+
+
+def _worker_main(
+    settings: CrawlSettings,
+    index: int,
+    count: int,
+    conn: Connection,
+    budget: PageBudget | None,
+) -> None:
+    """Body of crawler process ``index`` (started by fork): crawl its shard, then send
+    ``("done", {...})`` or ``("error", message, exit_code)`` and exit."""
+    _die_with_parent()
+    # the coordinator handles signals and tells each process what to do
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if budget is not None:
+        budget.bind(index)
+    link = ShardLink(Path(settings.out_dir), index, count, conn, budget)
+    code = 0
+    try:
+        result = _run_loop(_worker_crawl(_worker_settings(settings, index, count), link))
+        conn.send(("done", result))
+    except SkitterError as exc:
+        code = 2
+        with contextlib.suppress(OSError):
+            conn.send(("error", str(exc), code))
+    except BaseException as exc:  # an internal error: say so, keep the traceback in the log
+        code = 1
+        log.exception("crawler process %d failed", index)
+        with contextlib.suppress(OSError):
+            conn.send(("error", f"internal error: {type(exc).__name__}: {exc}", code))
+    finally:
+        conn.close()
+    sys.exit(code)
+
+
+def _die_with_parent() -> None:
+    """Have the kernel SIGKILL this process when the coordinator dies (Linux
+    ``PR_SET_PDEATHSIG``), as if the whole crawl had been killed: its state is crash-safe, and
+    a resume must not find a leftover process holding a shard."""
+    parent = os.getppid()
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def _wait_for_shard_locks(out_dir: Path, count: int, timeout_s: float = 10.0) -> None:
+    """Wait (up to ``timeout_s`` seconds) until no process holds a shard's frontier, e.g. a
+    process of a killed run still being torn down by the kernel.
+
+    Raises:
+        StateError: a shard's frontier is still locked after ``timeout_s``.
+    """
+    import sqlite3
+
+    for k in range(count):
+        path = shard_dir(out_dir, k) / FRONTIER_FILE
+        if not path.exists():
+            continue
+        try:
+            db = sqlite3.connect(path, timeout=timeout_s)
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                db.rollback()
+            finally:
+                db.close()
+        except sqlite3.Error as exc:
+            raise StateError(f"{path} is in use by another process ({exc})") from None
+
+
+def _run_loop(coro: Any) -> Any:
+    """Run ``coro`` on uvloop when it is installed, else on asyncio's default loop."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
+# ---------------------------------------------------------------------- merging
+
+
+class _Merger:
+    """Copies each shard's pages.jsonl / links.tsv, up to its checkpoint, into the merged
+    files; the copy position and merged lengths are kept in merge.json (atomic)."""
+
+    def __init__(self, out_dir: Path, count: int, resume: bool) -> None:
+        self.out_dir = out_dir
+        self.count = count
+        path = out_dir / MERGE_FILE
+        state: dict[str, Any] = read_json(path) if resume and path.exists() else {}
+        shards = state.get("shards") if isinstance(state, dict) else None
+        if not isinstance(shards, list) or len(shards) != count:
+            if state:
+                raise StateError(f"{path} does not describe {count} processes; state is damaged")
+            shards = [{"pages": 0, "links": 0} for _ in range(count)]
+        self.state: dict[str, Any] = {
+            "pages": int(state.get("pages", 0)),
+            "links": int(state.get("links", 0)),
+            "shards": shards,
+        }
+        self.files: dict[str, AppendFile] = {}
+        for name, key in ((PAGES_FILE, "pages"), (LINKS_FILE, "links")):
+            fpath = out_dir / name
+            size = fpath.stat().st_size if fpath.exists() else 0
+            want = self.state[key]
+            if size < want:
+                raise StateError(f"{fpath} is shorter than {MERGE_FILE} says; state is damaged")
+            if size > want:
+                os.truncate(fpath, want)  # bytes copied after the last merge.json: again
+            self.files[key] = AppendFile(fpath)
+        if self.state["links"] == 0:
+            self.files["links"].write(_LINKS_HEADER_BYTES)
+            self.state["links"] = len(_LINKS_HEADER_BYTES)
+            self._save()
+
+    def _save(self) -> None:
+        atomic_write_json(self.out_dir / MERGE_FILE, self.state)
+
+    def step(self) -> int:
+        """Copy what every shard has checkpointed since the last step; returns bytes copied.
+
+        Raises:
+            OSError: a file cannot be read or written.
+        """
+        copied = 0
+        for k in range(self.count):
+            sdir = shard_dir(self.out_dir, k)
+            cp_path = sdir / CHECKPOINT_FILE
+            if not cp_path.exists():
+                continue
+            try:
+                cp = read_json(cp_path)
+            except StateError:
+                continue  # being replaced right now: next step
+            pos = self.state["shards"][k]
+            for key, name, cp_key, skip in (
+                ("pages", PAGES_FILE, "pages_offset", 0),
+                ("links", LINKS_FILE, "links_offset", len(_LINKS_HEADER_BYTES)),
+            ):
+                upto = int(cp.get(cp_key, 0))
+                have = max(int(pos[key]), skip)
+                if upto <= have:
+                    continue
+                n = self._copy(sdir / name, have, upto, self.files[key])
+                pos[key] = have + n
+                self.state[key] += n
+                copied += n
+        if copied:
+            self._save()
+        return copied
+
+    @staticmethod
+    def _copy(src: Path, start: int, end: int, dst: AppendFile) -> int:
+        done = 0
+        fd = os.open(src, os.O_RDONLY)
+        try:
+            while start + done < end:
+                data = os.pread(fd, min(COPY_CHUNK_BYTES, end - start - done), start + done)
+                if not data:
+                    break
+                dst.write(data)
+                done += len(data)
+        finally:
+            os.close(fd)
+        return done
+
+    def close(self) -> None:
+        for f in self.files.values():
+            f.close()
+
+
+def merged_stats(out_dir: Path, count: int) -> Stats:
+    """The sum of the shards' counters as of their last checkpoints."""
+    total = Stats()
+    for k in range(count):
+        cp_path = shard_dir(out_dir, k) / CHECKPOINT_FILE
+        if cp_path.exists():
+            with contextlib.suppress(StateError):
+                total.merge(Stats.from_state(read_json(cp_path).get("stats") or {}))
+    return total
+
+
+def merged_report(
+    out_dir: Path, settings: CrawlSettings, stop_reason: str, finished: bool
+) -> dict[str, Any]:
+    """report.json of a sharded crawl: the shards' reports merged (totals summed, robots
+    per origin united, trap counts summed with their first 100 URLs)."""
+    stats = merged_stats(out_dir, settings.processes)
+    robots: dict[str, Any] = {}
+    traps: dict[str, dict[str, Any]] = {}
+    for k in range(settings.processes):
+        path = shard_dir(out_dir, k) / REPORT_FILE
+        if not path.exists():
+            continue
+        try:
+            rep = read_json(path)
+        except StateError:
+            continue
+        robots.update(rep.get("robots") or {})
+        for defence, t in (rep.get("traps") or {}).items():
+            m = traps.setdefault(defence, {"limit": t.get("limit"), "count": 0, "urls": []})
+            m["count"] += int(t.get("count") or 0)
+            m["urls"] = (m["urls"] + list(t.get("urls") or []))[:100]
+    return {
+        "skitter": __version__,
+        "out_dir": str(out_dir),
+        "finished": finished,
+        "stop_reason": stop_reason,
+        "processes": settings.processes,
+        "totals": stats.snapshot(0.0).to_dict(),
+        "robots": dict(sorted(robots.items())),
+        "traps": traps,
+        "seeds": list(settings.seeds),
+    }
+
+
+# ---------------------------------------------------------------------- coordination
+
+
+@dataclass(slots=True)
+class _Worker:
+    index: int
+    process: BaseProcess
+    conn: Connection
+    #: latest ("status", seq, idle, sent, read, counters) message
+    status: tuple[Any, ...] | None = None
+    result: dict[str, Any] | None = None
+    error: tuple[str, int] | None = None
+    exited: bool = False
+    counters: dict[str, int] = field(default_factory=dict)
+
+
+def _quiescent(workers: list[_Worker]) -> tuple[tuple[int, ...], tuple[Any, ...]] | None:
+    """(status seqs, offsets) if every process reports idle and every byte handed off has
+    been read by its owner; else None."""
+    sts = [w.status for w in workers]
+    if any(s is None or not s[2] for s in sts):
+        return None
+    n = len(workers)
+    for k in range(n):
+        for j in range(n):
+            if j != k and sts[k][3][j] != sts[j][4][k]:  # type: ignore[index]
+                return None
+    return (
+        tuple(s[1] for s in sts),  # type: ignore[index]
+        tuple((tuple(s[3]), tuple(s[4])) for s in sts),  # type: ignore[index]
+    )
+
+
+def _lock_out_dir(out_dir: Path) -> int:
+    """Hold an exclusive lock on the folder for the coordinator's life (before any repair)."""
+    fd = os.open(out_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise StateError(f"another skitter process is using {out_dir}") from None
+    return fd
+
+
+def run_processes(
+    settings: CrawlSettings,
+    *,
+    on_status: Callable[[dict[str, int]], None] | None = None,
+) -> ProcessesOutcome:
+    """Run the crawl of ``settings`` as ``settings.processes`` processes (see module doc).
+
+    Call from the main thread (signal handlers are installed for the run's duration).
+
+    Args:
+        settings: the crawl (``resume`` continues the one in ``out_dir``).
+        on_status: called about twice a second with the summed counters (records, ok,
+            errors, robots_disallowed, inflight, hosts), e.g. for a progress display.
+    Returns:
+        How the crawl ended (see :class:`ProcessesOutcome`).
+    Raises:
+        StateError: unusable output folder, or one in use by another process.
+        OSError: the merged files cannot be written.
+    """
+    count = settings.processes
+    out_dir = Path(settings.out_dir)
+    if settings.resume:
+        if not (out_dir / SHARDS_DIR).is_dir():
+            raise StateError(f"{out_dir} holds no sharded crawl (shards/ missing)")
+    else:
+        prepare_new_out_dir(out_dir)
+    lock_fd = _lock_out_dir(out_dir)
+    try:
+        if not settings.resume:
+            save_state(out_dir, settings)
+            (out_dir / SHARDS_DIR).mkdir(exist_ok=True)
+        if settings.resume and settings.frontier == "sqlite":
+            _wait_for_shard_locks(out_dir, count)
+        merger = _Merger(out_dir, count, settings.resume)
+        try:
+            return _coordinate(settings, merger, on_status)
+        finally:
+            merger.close()
+    finally:
+        os.close(lock_fd)
+
+
+def _coordinate(
+    settings: CrawlSettings,
+    merger: _Merger,
+    on_status: Callable[[dict[str, int]], None] | None,
+) -> ProcessesOutcome:
+    count = settings.processes
+    out_dir = Path(settings.out_dir)
+    ctx = multiprocessing.get_context("fork")
+    budget = PageBudget(ctx, count, settings.max_pages) if settings.max_pages is not None else None
+    signals = 0
+
+    def on_signal(signum: int, frame: Any) -> None:
+        nonlocal signals
+        signals += 1
+        if signals == 1:
+            print("stopping: finishing requests in flight (Ctrl-C again to abort)", file=sys.stderr)
+        for w in workers:
+            if not w.exited:
+                with contextlib.suppress(OSError):
+                    w.conn.send("stop" if signals == 1 else "abort")
+
+    workers: list[_Worker] = []
+    for k in range(count):
+        parent_end, child_end = ctx.Pipe(duplex=True)
+        proc = ctx.Process(
+            target=_worker_main,
+            args=(settings, k, count, child_end, budget),
+            name=f"skitter-crawler-{k}",
+        )
+        proc.start()
+        child_end.close()
+        workers.append(_Worker(k, proc, parent_end))
+    old_handlers = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    started = time.monotonic()
+    last_merge = last_report = last_progress = 0.0
+    candidate: tuple[tuple[int, ...], tuple[Any, ...]] | None = None
+    finish_sent = False
+    failure: tuple[str, int] | None = None
+    try:
+        while not all(w.exited for w in workers):
+            ready = wait(
+                [w.conn for w in workers if not w.exited]
+                + [w.process.sentinel for w in workers if not w.exited],
+                timeout=0.1,
+            )
+            for w in workers:
+                if w.exited:
+                    continue
+                if w.conn in ready:
+                    _drain(w)
+                if w.process.sentinel in ready or not w.process.is_alive():
+                    _drain(w)
+                    w.process.join()
+                    w.exited = True
+                    if w.result is None and failure is None:
+                        failure = w.error or (
+                            f"crawler process {w.index} died (exit code {w.process.exitcode})",
+                            1,
+                        )
+                        for other in workers:
+                            if not other.exited:
+                                with contextlib.suppress(OSError):
+                                    other.conn.send("stop")
+            if not finish_sent and all(not w.exited for w in workers):
+                q = _quiescent(workers)
+                if q is None:
+                    candidate = None
+                elif candidate is None:
+                    candidate = q
+                elif q[1] == candidate[1] and all(
+                    a > b for a, b in zip(q[0], candidate[0], strict=True)
+                ):
+                    for w in workers:
+                        with contextlib.suppress(OSError):
+                            w.conn.send("finish")
+                    finish_sent = True
+                elif q[1] != candidate[1]:
+                    candidate = q
+            now = time.monotonic()
+            if now - last_merge >= MERGE_EVERY_S:
+                last_merge = now
+                merger.step()
+            if on_status is not None and now - last_progress >= 0.5:
+                last_progress = now
+                on_status(_sum_counters(workers, now - started))
+            if now - last_report >= REPORT_EVERY_S:
+                last_report = now
+                atomic_write_json(
+                    out_dir / REPORT_FILE, merged_report(out_dir, settings, "", False)
+                )
+    finally:
+        for s, h in old_handlers.items():
+            signal.signal(s, h)
+        for w in workers:
+            if not w.exited:  # only after an exception here: do not leave orphans
+                w.process.kill()
+                w.process.join()
+            w.conn.close()
+    merger.step()
+    reasons = [w.result.get("stop_reason", "") for w in workers if w.result is not None]
+    finished = (
+        failure is None and finish_sent and all(w.result and w.result["finished"] for w in workers)
+    )
+    if failure is not None:
+        stop_reason = "failed"
+    elif finished:
+        stop_reason = "finished"
+    elif "aborted" in reasons:
+        stop_reason = "aborted"
+    elif "interrupted" in reasons or signals:
+        stop_reason = "interrupted"
+    elif "max_pages" in reasons:
+        stop_reason = "max_pages"
+    else:
+        stop_reason = reasons[0] if reasons else "failed"
+    report = merged_report(out_dir, settings, stop_reason, finished)
+    atomic_write_json(out_dir / REPORT_FILE, report)
+    stats = merged_stats(out_dir, count)
+    return ProcessesOutcome(
+        snapshot=stats.snapshot(0.0),
+        stop_reason=stop_reason,
+        finished=finished,
+        interrupted=bool(signals) or stop_reason in ("interrupted", "aborted"),
+        error=failure[0] if failure else None,
+        exit_code=failure[1] if failure else 0,
+    )
+
+
+def _drain(w: _Worker) -> None:
+    """Read every message waiting on ``w``'s pipe."""
+    try:
+        while w.conn.poll():
+            msg = w.conn.recv()
+            kind = msg[0]
+            if kind == "status":
+                w.status = msg
+                w.counters = msg[5]
+            elif kind == "done":
+                w.result = msg[1]
+            elif kind == "error":
+                w.error = (msg[1], int(msg[2]))
+    except (EOFError, OSError):
+        pass
+
+
+def _sum_counters(workers: list[_Worker], elapsed_s: float) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for w in workers:
+        for k, v in w.counters.items():
+            total[k] = total.get(k, 0) + int(v)
+    total["elapsed_ms"] = int(elapsed_s * 1000)
+    return total
