@@ -51,6 +51,12 @@ def load_runs(rdir: Path) -> dict[str, list[dict[str, Any]]]:
     return groups
 
 
+def processes_of(label: str) -> int:
+    """N of a "skitter-pN-..." label (1 for labels without it)."""
+    m = re.search(r"-p(\d+)-", label)
+    return int(m[1]) if m else 1
+
+
 def med(rs: list[dict[str, Any]], key: str) -> float | None:
     vals = [r[key] for r in rs if isinstance(r.get(key), int | float)]
     return statistics.median(vals) if vals else None
@@ -138,6 +144,18 @@ def check_skitter(r: dict[str, Any], rdir: Path, urls: set[str], variants: int) 
         rep = json.loads(report.read_text())
         if rep.get("stop_reason") not in (None, "finished"):
             problems.append(f"report.json stop_reason {rep.get('stop_reason')!r}")
+        # report.json's counters describe exactly the page set of pages.jsonl
+        totals = rep.get("totals") or {}
+        n200, nrec = len(ok), sum(seen.values())
+        if totals.get("records") != nrec:
+            problems.append(f"report.json records {totals.get('records')} != {nrec} in pages.jsonl")
+        if (totals.get("by_status") or {}).get("200") != n200:
+            problems.append(
+                f"report.json 200s {(totals.get('by_status') or {}).get('200')} != {n200} in "
+                "pages.jsonl"
+            )
+    else:
+        problems.append("no report.json")
     return problems
 
 
@@ -197,23 +215,31 @@ def main(rdir: Path) -> int:
     for k in sk + sc + ce:
         summary["medians"][k] = {c: med(groups[k], c) for c, _, _ in COLS}
     if sk and sc:
-        a, b = groups[sk[0]], groups[sc[0]]
-        lines += [f"Ratio {sk[0]} / {sc[0]} (medians):", ""]
-        lines += ["| pages/s | pages/CPU-s | wall s | CPU s | peak RSS |", "|---|---|---|---|---|"]
-        ratio = {}
-        for key in ("pages_per_s", "pages_per_cpu_s", "wall_s", "cpu_s", "peak_rss_mb"):
-            x, y = med(a, key), med(b, key)
-            ratio[key] = round(x / y, 2) if x is not None and y else None
-        lines.append("| " + " | ".join(f"{fmt(v, 2)}×" for v in ratio.values()) + " |")
+        b = groups[sc[0]]
+        lines += [f"Ratio Skitter / {sc[0]} (medians):", ""]
+        lines += [
+            "| Skitter | pages/s | pages/CPU-s | wall s | CPU s | peak RSS |",
+            "|---|---|---|---|---|---|",
+        ]
+        summary["ratios"] = {}
+        for k in sorted(sk, key=processes_of, reverse=True):
+            ratio = {}
+            for key in ("pages_per_s", "pages_per_cpu_s", "wall_s", "cpu_s", "peak_rss_mb"):
+                x, y = med(groups[k], key), med(b, key)
+                ratio[key] = round(x / y, 2) if x is not None and y else None
+            cells = " | ".join(f"{fmt(v, 2)}×" for v in ratio.values())
+            lines.append(f"| {k} | {cells} |")
+            summary["ratios"][k] = ratio
+            summary.setdefault("ratio", ratio)  # the run with the most processes
         lines.append("")
-        summary["ratio"] = ratio
     if ce:
         lines += ["## Ceilings (../shared/bench/run_ceilings.sh, same run)", ""]
         lines += table([(k, groups[k]) for k in ce], per_run=False)
         if sk:
-            s = med(groups[sk[0]], "pages_per_s")
+            top = max(sk, key=processes_of)
+            s = med(groups[top], "pages_per_s")
             lines += [""] + [
-                f"- {sk[0]} reaches {100 * s / c:.0f}% of {k} ({fmt(c)} pages/s)"
+                f"- {top} reaches {100 * s / c:.0f}% of {k} ({fmt(c)} pages/s)"
                 for k in ce
                 if s and (c := med(groups[k], "pages_per_s"))
             ]

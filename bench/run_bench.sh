@@ -24,6 +24,7 @@ HOSTS=${BENCH_HOSTS:-200}; PAGES=${BENCH_PAGES:-50}; RUNS=${BENCH_RUNS:-3}
 PORT=${BENCH_PORT:-8080}; CONC=${BENCH_CONCURRENCY:-128}
 CEILINGS=${BENCH_CEILINGS:-1}; WRK_SECONDS=${BENCH_WRK_SECONDS:-20}
 POLITE=${BENCH_POLITE:-0}; KEEP=${BENCH_KEEP:-0}
+PROCS=${BENCH_PROCESSES:-$(nproc)}  # Skitter's --processes; a list ("2 1") runs each in turn
 SKITTER_PY=${SKITTER_PY:-.venv/bin/python}
 BVENV=bench/.venv-scrapy
 MARK="# synthweb-bench begin"
@@ -180,19 +181,19 @@ print("pages %s, wall %.1f s, %s pages/s, CPU %.1f s, peak RSS %s MB, exit %s, l
       % (r.get("pages"), r["wall_s"], r.get("pages_per_s"), r["cpu_s"], r["peak_rss_mb"],
          r.get("exit"), r["loadavg_before"]))' "$rdir/$tag.json")"
 }
-skitter_run() {  # TAG LABEL DELAY
+skitter_run() {  # TAG LABEL DELAY PROCESSES
   measure "$1" "$2" env PYTHONPATH="$SKITTER_SRC" "$SKITTER_PY" bench/skitter_bench.py \
     --site "$SITE" --out "$rdir/$1" \
-    --concurrency "$CONC" --delay "$3"
+    --concurrency "$CONC" --delay "$3" --processes "$4"
 }
-trim_skitter_out() {  # keep pages.jsonl, report.json, state: the WARC and links.tsv are large
-  [ "$KEEP" = 1 ] || rm -f "$1"/*.warc.gz "$1"/links.tsv "$1"/frontier.sqlite*
+trim_skitter_out() {  # keep pages.jsonl, report.json, state: the WARC, links.tsv, shards are large
+  [ "$KEEP" = 1 ] || rm -rf "$1"/*.warc.gz "$1"/links.tsv "$1"/frontier.sqlite* "$1"/shards
 }
 
 # ---------------------------------------------------------------- runs
 rc=0
 if [ "$POLITE" = 1 ]; then
-  skitter_run "polite-skitter-d$DELAY-r1" "polite-skitter-d$DELAY" "$DELAY"
+  skitter_run "polite-skitter-d$DELAY-r1" "polite-skitter-d$DELAY" "$DELAY" "${PROCS%% *}"
   cp "$SITE/access.log" "$rdir/access.log"
   python3 bench/report.py "$rdir" || rc=$?
   echo
@@ -202,7 +203,9 @@ if [ "$POLITE" = 1 ]; then
   trim_skitter_out "$rdir/polite-skitter-d$DELAY-r1"
 else
   for i in $(seq "$RUNS"); do  # alternating, so drift in the machine's load hits both alike
-    skitter_run "skitter-c$CONC-r$i" "skitter-c$CONC" 0
+    for n in $PROCS; do
+      skitter_run "skitter-p$n-c$CONC-r$i" "skitter-p$n-c$CONC" 0 "$n"
+    done
     measure "scrapy-c$CONC-r$i" "scrapy-c$CONC" env BENCH_URLS="$rdir/scrapy-c$CONC-r$i.urls" \
       SHARED_BENCH="$SHARED" "$BVENV/bin/python" bench/scrapy_urls.py --start "$start" \
       --concurrency "$CONC"
@@ -214,7 +217,9 @@ else
   fi
   echo
   python3 bench/report.py "$rdir" || rc=$?
-  for i in $(seq "$RUNS"); do trim_skitter_out "$rdir/skitter-c$CONC-r$i"; done
+  for i in $(seq "$RUNS"); do
+    for n in $PROCS; do trim_skitter_out "$rdir/skitter-p$n-c$CONC-r$i"; done
+  done
 fi
 echo
 echo "bench: results in $rdir (summary.md)"

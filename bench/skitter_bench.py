@@ -10,6 +10,12 @@ involved. DIR must not exist (a fresh crawl); the seeds file is written beside i
 All hosts share 127.0.0.1, so --ip-concurrency is raised to --concurrency (the default per-IP
 cap of 4 would throttle the crawl).
 
+--processes N (default $BENCH_PROCESSES, else the number of cores) is passed on. While the crawl
+runs, the resident memory of its whole process tree (the coordinator and its crawler
+processes) is sampled from /proc every 0.2 s: peak_rss_mb is the largest SUM over the tree
+(pages shared by the forked processes are counted once per process, so this over-counts),
+largest_process_rss_mb the largest single process (GNU time's figure).
+
 Afterwards writes {"pages": N, ...} to $BENCH_OUT (N = records of DIR/pages.jsonl with status
 200, the figure Scrapy's "pages" counts) and exits with Skitter's exit code.
 """
@@ -21,8 +27,55 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections import Counter
 from pathlib import Path
+
+PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def tree(pid: int) -> list[int]:
+    """``pid`` and all its descendants (from /proc/PID/task/TID/children)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as fh:
+                    todo.extend(int(c) for c in fh.read().split())
+        except OSError:
+            continue
+    return out
+
+
+def rss_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as fh:
+            return int(fh.read().split()[1]) * PAGE_KB
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def run_sampled(cmd: list[str]) -> tuple[int, int, int]:
+    """Run ``cmd``; returns (exit code, peak tree RSS kB, peak single-process RSS kB)."""
+    proc = subprocess.Popen(cmd)
+    peak_sum = peak_one = 0
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak_sum, peak_one
+        while not done.wait(0.2):
+            sizes = [rss_kb(p) for p in tree(proc.pid)]
+            peak_sum = max(peak_sum, sum(sizes))
+            peak_one = max(peak_one, max(sizes, default=0))
+
+    t = threading.Thread(target=sample, daemon=True)
+    t.start()
+    rc = proc.wait()
+    done.set()
+    t.join()
+    return rc, peak_sum, peak_one
 
 
 def skitter_cmd() -> list[str]:
@@ -37,6 +90,9 @@ def main() -> int:
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--delay", default="0")
     ap.add_argument("--concurrency", type=int, default=128)
+    ap.add_argument(
+        "--processes", type=int, default=int(os.environ.get("BENCH_PROCESSES") or os.cpu_count())
+    )
     ap.add_argument("extra", nargs=argparse.REMAINDER, help="-- then extra skitter crawl flags")
     a = ap.parse_args()
     extra = a.extra[1:] if a.extra[:1] == ["--"] else a.extra
@@ -56,10 +112,11 @@ def main() -> int:
         "--delay", a.delay,
         "--concurrency", str(a.concurrency),
         "--ip-concurrency", str(a.concurrency),
+        "--processes", str(a.processes),
         "--quiet",
         *extra,
     ]  # fmt: skip
-    rc = subprocess.run(cmd).returncode
+    rc, peak_sum_kb, peak_one_kb = run_sampled(cmd)
     pages, statuses, errors = 0, Counter[str](), Counter[str]()
     jsonl = a.out / "pages.jsonl"
     if jsonl.exists():
@@ -79,6 +136,9 @@ def main() -> int:
         by_error=dict(errors),
         skitter_exit=rc,
         hosts=len(hosts),
+        processes=a.processes,
+        peak_rss_mb=round(peak_sum_kb / 1024, 1),
+        largest_process_rss_mb=round(peak_one_kb / 1024, 1),
     )
     print(json.dumps(res))
     if os.environ.get("BENCH_OUT"):

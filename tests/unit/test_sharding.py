@@ -1,0 +1,168 @@
+"""Host sharding: ownership, the hand-off files, the shared --max-pages budget, quiescence."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import zlib
+from pathlib import Path
+
+import pytest
+
+from skitter.models import Hop, Request
+from skitter.processes import _quiescent, _Worker
+from skitter.sharding import (
+    Handoff,
+    PageBudget,
+    decode_request,
+    encode_request,
+    shard_dir,
+    shard_of,
+)
+
+
+def test_shard_of_is_crc32_of_the_host_key() -> None:
+    assert shard_of("a.test", 1) == 0
+    assert shard_of("a.test", 2) == zlib.crc32(b"a.test") % 2
+    assert shard_of("h0001.test:8080", 3) == zlib.crc32(b"h0001.test:8080") % 3
+    # the same in every process and run (not Python's salted hash): a fixed value
+    assert shard_of("example.com", 7) == 3  # crc32 0xB6FA4EB9
+    owners = {shard_of(f"h{i:04d}.test", 2) for i in range(50)}
+    assert owners == {0, 1}
+
+
+def test_request_line_round_trip() -> None:
+    req = Request(
+        url="http://b.test/ü?x=1",
+        depth=3,
+        referer="http://a.test/",
+        origin_url="http://a.test/r",
+        redirects=(Hop("http://a.test/r", 301), Hop("http://c.test/s", 302)),
+        priority=2,
+        check_only=True,
+    )
+    line = encode_request(req)
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    assert decode_request(line) == req
+    plain = Request(url="http://b.test/", depth=1, referer="http://a.test/")
+    assert decode_request(encode_request(plain)) == plain
+    assert decode_request(b"not json\n") is None
+    assert decode_request(b"[1, 2]\n") is None
+
+
+def test_handoff_delivers_whole_lines_once(tmp_path: Path) -> None:
+    a = Handoff(tmp_path, 0, 2)
+    b = Handoff(tmp_path, 1, 2)
+    assert b.receive() == []  # nothing sent yet (the file does not exist)
+    reqs = [Request(url=f"http://b.test/{i}", depth=1) for i in range(3)]
+    a.send({1: reqs[:2]})
+    a.send({1: reqs[2:]})
+    assert a.sent()[1] == (shard_dir(tmp_path, 0) / "handoff" / "to-1.jsonl").stat().st_size
+    assert b.receive() == reqs
+    assert b.receive() == []
+    assert b.read_offsets() == [a.sent()[1], 0]
+    # a line being written (no newline yet) is not read until it is whole
+    path = shard_dir(tmp_path, 0) / "handoff" / "to-1.jsonl"
+    extra = encode_request(Request(url="http://b.test/late"))
+    with open(path, "ab") as fh:
+        fh.write(extra[:10])
+    assert b.receive() == []
+    with open(path, "ab") as fh:
+        fh.write(extra[10:])
+    assert [r.url for r in b.receive()] == ["http://b.test/late"]
+    a.close()
+    b.close()
+
+
+def test_handoff_state_and_replay(tmp_path: Path) -> None:
+    a = Handoff(tmp_path, 0, 2)
+    b = Handoff(tmp_path, 1, 2)
+    a.send({1: [Request(url="http://b.test/1"), Request(url="http://b.test/2")]})
+    b.receive()
+    state = b.to_state()
+    a.send({1: [Request(url="http://b.test/3")]})
+    b.close()
+    # a resumed reader continues where its checkpoint says, and can replay what it read
+    b2 = Handoff(tmp_path, 1, 2)
+    b2.load_state(state)
+    assert [r.url for r in b2.replay_received()] == ["http://b.test/1", "http://b.test/2"]
+    assert [r.url for r in b2.receive()] == ["http://b.test/3"]
+    b2.load_state({"consumed": {"0": -5, "x": 3, "7": 1}})  # bad entries are ignored
+    assert b2.read_offsets()[0] == a.sent()[1]
+    a.close()
+    b2.close()
+
+
+def test_reopened_outbox_cuts_a_partial_line(tmp_path: Path) -> None:
+    a = Handoff(tmp_path, 0, 2)
+    a.send({1: [Request(url="http://b.test/1")]})
+    whole = a.sent()[1]
+    a.close()
+    path = shard_dir(tmp_path, 0) / "handoff" / "to-1.jsonl"
+    with open(path, "ab") as fh:
+        fh.write(b'["http://b.test/torn", 1')  # a write cut by kill -9
+    a2 = Handoff(tmp_path, 0, 2)
+    assert path.stat().st_size == whole
+    a2.send({1: [Request(url="http://b.test/2")]})
+    b = Handoff(tmp_path, 1, 2)
+    assert [r.url for r in b.receive()] == ["http://b.test/1", "http://b.test/2"]
+    a2.close()
+    b.close()
+
+
+def test_handoff_rejects_a_bad_index(tmp_path: Path) -> None:
+    with pytest.raises(ValueError):
+        Handoff(tmp_path, 2, 2)
+
+
+def test_page_budget_is_shared_exactly() -> None:
+    ctx = multiprocessing.get_context("fork")
+    budget = PageBudget(ctx, 2, 3)
+    budget.bind(0)
+    assert budget.reserve(ok=0, inflight=0)  # process 0: 1 in flight
+    budget.bind(1)
+    assert budget.reserve(ok=0, inflight=0)  # process 1: 1 in flight (total 2)
+    assert budget.reserve(ok=0, inflight=1)  # total 3
+    assert not budget.reserve(ok=0, inflight=2)  # full
+    budget.publish(ok=0, inflight=0)  # process 1's requests failed: room again
+    assert budget.reserve(ok=0, inflight=0)
+    budget.bind(0)
+    budget.publish(ok=1, inflight=0)
+    assert budget.total_ok() == 1
+
+
+def test_page_budget_across_real_processes() -> None:
+    ctx = multiprocessing.get_context("fork")
+    budget = PageBudget(ctx, 4, 10)
+
+    def grab(i: int) -> None:
+        budget.bind(i)
+        got = 0
+        while budget.reserve(ok=got, inflight=0):
+            got += 1
+            budget.publish(ok=got, inflight=0)
+        os._exit(0)
+
+    procs = [ctx.Process(target=grab, args=(i,)) for i in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(30)
+        assert p.exitcode == 0
+    assert budget.total_ok() == 10
+
+
+def _w(i: int, status: tuple[object, ...] | None) -> _Worker:
+    return _Worker(i, None, None, status=status)  # type: ignore[arg-type]
+
+
+def test_quiescent_needs_every_process_idle_and_every_byte_read() -> None:
+    idle0 = ("status", 5, True, [0, 100], [0, 40], {})
+    idle1 = ("status", 9, True, [40, 0], [100, 0], {})
+    q = _quiescent([_w(0, idle0), _w(1, idle1)])
+    assert q is not None and q[0] == (5, 9)
+    busy1 = ("status", 9, False, [40, 0], [100, 0], {})
+    assert _quiescent([_w(0, idle0), _w(1, busy1)]) is None
+    unread = ("status", 9, True, [40, 0], [60, 0], {})  # 40 bytes from 0 not read yet
+    assert _quiescent([_w(0, idle0), _w(1, unread)]) is None
+    assert _quiescent([_w(0, idle0), _w(1, None)]) is None
