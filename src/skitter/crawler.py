@@ -395,7 +395,7 @@ class Crawler:
         local: list[Request] = []
         away: dict[int, list[Request]] = {}
         for r in reqs:
-            j = h.owner(host_key(r.url))
+            j = h.owner_of_url(r.url)
             if j == h.index:
                 local.append(r)
             else:
@@ -411,7 +411,7 @@ class Crawler:
     def _is_foreign(self, canon: str) -> bool:
         """True if another process owns ``canon``'s host (its trap budgets are kept there)."""
         sh = self._sh
-        return sh is not None and not sh.handoff.owns(host_key(canon))
+        return sh is not None and sh.handoff.owner_of_url(canon) != sh.handoff.index
 
     async def _shard_loop(self) -> None:
         """Sharded crawl: obey the coordinator, take in handed-off requests, report status."""

@@ -45,6 +45,7 @@ __all__ = [
     "encode_request",
     "shard_dir",
     "shard_of",
+    "shard_of_url",
 ]
 
 #: Sub-folder of the output folder holding one folder per process (``shards/0`` ...).
@@ -60,6 +61,27 @@ def shard_of(host: str, count: int) -> int:
     if count <= 1:
         return 0
     return zlib.crc32(host.encode("utf-8", "surrogatepass")) % count
+
+
+def shard_of_url(url: str, count: int) -> int:
+    """:func:`shard_of` the host key of a canonical URL (:func:`skitter.urls.canonicalize`),
+    read off the authority directly (scheme and host are lower-case, the default port is
+    dropped in canonical form, so the authority *is* the host key unless it has userinfo).
+
+    Raises:
+        ValueError: ``url`` has no host (only on the slow path).
+    """
+    if count <= 1:
+        return 0
+    i = url.find("://")
+    if i > 0:
+        j = url.find("/", i + 3)
+        auth = url[i + 3 : j] if j >= 0 else url[i + 3 :]
+        if auth and "@" not in auth and "?" not in auth and "#" not in auth:
+            return zlib.crc32(auth.encode("utf-8", "surrogatepass")) % count
+    from skitter.urls import host_key
+
+    return shard_of(host_key(url), count)
 
 
 def shard_dir(out_dir: str | os.PathLike[str], index: int) -> Path:
@@ -144,6 +166,10 @@ class Handoff:
     def owner(self, host: str) -> int:
         """The index of the process owning ``host``."""
         return shard_of(host, self.count)
+
+    def owner_of_url(self, url: str) -> int:
+        """The index of the process owning a canonical URL's host."""
+        return shard_of_url(url, self.count)
 
     def send(self, batches: dict[int, list[Request]]) -> None:
         """Append each destination's requests to its outbox (one ``write()`` per destination).

@@ -166,3 +166,28 @@ def test_quiescent_needs_every_process_idle_and_every_byte_read() -> None:
     unread = ("status", 9, True, [40, 0], [60, 0], {})  # 40 bytes from 0 not read yet
     assert _quiescent([_w(0, idle0), _w(1, unread)]) is None
     assert _quiescent([_w(0, idle0), _w(1, None)]) is None
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "http://A.Test/x",
+        "https://a.test:443/",
+        "http://a.test:8080/p?q=1#f",
+        "http://user:pw@a.test:81/x",
+        "http://[::1]:8080/",
+        "http://[2001:DB8::1]/a",
+        "http://bücher.example/",
+        "http://192.168.0.1:80/",
+        "http://a.test",
+        "http://a.test?x=1",
+    ],
+)
+def test_shard_of_url_equals_shard_of_host_key(raw: str) -> None:
+    from skitter.sharding import shard_of_url
+    from skitter.urls import canonicalize, host_key
+
+    url = canonicalize(raw)
+    assert url is not None
+    for n in (2, 3, 5, 7):
+        assert shard_of_url(url, n) == shard_of(host_key(url), n), (url, n)
