@@ -40,7 +40,7 @@ from skitter.checklinks import (
 )
 from skitter.errors import BodyTooLarge, FetchError, StateError
 from skitter.events import CrawlHooks
-from skitter.export.links import LinkRow
+from skitter.export.links import LinkRow, format_rows
 from skitter.export.pages import PageRecord, iso_utc
 from skitter.models import Hop, Lease, Page, Request, Response
 from skitter.politeness import next_allowed_at, parse_retry_after, retry_decision
@@ -941,7 +941,8 @@ class Crawler:
         c = self.components
         req = lease.request
         page: Page | None = None
-        rows: list[LinkRow] = list(extra_rows)
+        # links.tsv rows as their 7 fields (see format_rows): no LinkRow per link
+        rows: list[Sequence[Any]] = [r.fields() for r in extra_rows]
         decisions: Counter[str] = Counter(r.decision for r in extra_rows)
         if resp.body and not req.check_only and _is_html(resp) and not (300 <= resp.status < 400):
             page = c.extract(
@@ -969,7 +970,7 @@ class Crawler:
         if c.anchors is not None and page is not None:
             c.anchors.write(req.url, page.ids)
         if rows:
-            c.links.write_rows(rows)
+            c.links.write_text(format_rows(rows))
             self.stats.count_decisions(decisions)
         self._write_record(rec, host_key(req.requested_url))
         await c.frontier.ack(
@@ -982,9 +983,10 @@ class Crawler:
         if self.hooks.on_page is not None:
             await _maybe_await(self.hooks.on_page(rec, resp, page))
 
-    async def _decide_links(self, req: Request, page: Page) -> tuple[list[LinkRow], Counter[str]]:
+    async def _decide_links(self, req: Request, page: Page) -> tuple[list[list[Any]], Counter[str]]:
         """Decide every link of ``page`` (document order), queue the new ones; returns the
-        links.tsv rows and their decision counts. Runs for every link: kept lean."""
+        links.tsv rows (as their 7 fields, see :func:`format_rows`) and their decision
+        counts. Runs for every link: kept lean."""
         c = self.components
         decide = c.scope.decide
         admit = self._traps.admit
@@ -1011,7 +1013,7 @@ class Crawler:
                     decision, check_only = queued, co
             fragment = ""
             if link.url is not None:
-                target_nofrag, fragment = split_fragment(link.url)
+                target_nofrag, _, fragment = link.url.partition("#")  # split_fragment
             else:
                 target_nofrag = link.raw
             if decision is queued and link_filter is not None:
@@ -1038,8 +1040,7 @@ class Crawler:
             for canon, idx in pending.items():
                 if canon not in added:
                     fields[idx][6] = seen_v
-        rows = [LinkRow(*f) for f in fields]
-        return rows, Counter(f[6] for f in fields)
+        return fields, Counter([f[6] for f in fields])
 
     def _write_record(self, rec: PageRecord, host: str) -> None:
         self.components.pages.write(rec)

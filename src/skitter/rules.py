@@ -76,6 +76,7 @@ class ScopeRule:
         "_exclude",
         "_host_keys",
         "_include",
+        "_patterns",
         "settings",
     )
 
@@ -99,6 +100,7 @@ class ScopeRule:
         self._domain = settings.scope == "domain"
         self._include = _compile(settings.include, "include")
         self._exclude = _compile(settings.exclude, "exclude")
+        self._patterns = bool(self._include or self._exclude)
         self._host_keys: set[str] = set()
         self._domains: set[str] = set()
         for seed in seeds:
@@ -185,7 +187,14 @@ class ScopeRule:
             cap = s.max_links_per_page
         if cap is not None and index >= cap:
             return Decision.LIMIT, canonical
-        if not (self._host_in_scope(hk) and self._patterns_ok(canonical)):
+        if self._any:
+            pass
+        elif self._domain:
+            if registered_domain(_strip_port(hk)) not in self._domains:
+                return Decision.SCOPE, canonical
+        elif hk not in self._host_keys:
+            return Decision.SCOPE, canonical
+        if self._patterns and not self._patterns_ok(canonical):
             return Decision.SCOPE, canonical
         if nofollow and not s.follow_nofollow:
             return Decision.NOFOLLOW, canonical

@@ -25,9 +25,9 @@ here: :func:`skitter.urls.canonicalize` removes them, so the dedup key never cha
 
 Budgets count *distinct admitted* URLs: a URL already admitted passes again (the frontier
 then calls it ``seen``), so a link to one of the first 100 calendar pages is never called a
-trap. Only queued URLs spend budget; a dropped URL spends nothing. Memory: one 64-bit
-fingerprint per admitted URL that has a query (at most ``max_query_variants_per_path`` per
-path) and, with ``max_pages_per_host``, per admitted URL.
+trap. Only queued URLs spend budget; a dropped URL spends nothing. Memory: one 64-bit key
+(a string hash, see :func:`_key`) per admitted URL that has a query (at most
+``max_query_variants_per_path`` per path) and, with ``max_pages_per_host``, per admitted URL.
 
 All checks look at the canonical URL only (:func:`skitter.urls.canonicalize`); nothing
 here does I/O except :meth:`TrapGuard.replay_links`, which rebuilds the budgets of a
@@ -44,7 +44,7 @@ from typing import Any
 
 from skitter.rules import Decision
 from skitter.settings import ScopeSettings
-from skitter.urls import fingerprint, host_key
+from skitter.urls import host_key
 
 __all__ = ["DEFENCES", "MAX_REPORTED_URLS", "TrapGuard", "TrapVerdict", "path_depth"]
 
@@ -68,6 +68,18 @@ class TrapVerdict:
     decision: Decision
     defence: str
     detail: str
+
+
+#: Paths whose :meth:`TrapGuard._pure_check` verdict is remembered (≈ 10 MB at most).
+_PATH_MEMO_SIZE = 1 << 16
+
+
+def _key(text: str) -> int:
+    """The in-memory 64-bit key of a URL, path or query in the budgets: Python's string
+    hash (SipHash, 64 bits on 64-bit builds). Budgets are never written to disk (they are
+    rebuilt from links.tsv on resume), so a per-process hash is enough, and it costs a
+    tenth of :func:`skitter.urls.fingerprint`."""
+    return hash(text)
 
 
 def _split(canonical_url: str) -> tuple[str, str, str | None]:
@@ -119,14 +131,28 @@ class TrapGuard:
         self._max_depth = settings.max_path_depth or None
         self._max_variants = settings.max_query_variants_per_path or None
         self._max_host = settings.max_pages_per_host or None
-        # path-key fingerprint -> query fingerprint (one variant) or set of them
+        # _key(scheme://host/path) -> _key(query) (one variant) or a set of them
         self._variants: dict[int, int | set[int]] = {}
-        # host key -> fingerprints of admitted URLs (only with max_pages_per_host)
+        # host key -> _key of admitted URLs (only with max_pages_per_host)
         self._hosts: dict[str, set[int]] = {}
         self._counts: Counter[str] = Counter()
         self._urls: dict[str, list[str]] = {d: [] for d in DEFENCES}
+        # path -> verdict of the pure path checks (pages link the same paths again and again)
+        self._path_verdicts: dict[str, TrapVerdict | None] = {}
 
     # ----------------------------------------------------------------- decisions
+
+    def _path_check(self, path: str) -> TrapVerdict | None:
+        """:meth:`_pure_check`, memoised (bounded: the memo is emptied when it is full)."""
+        cache = self._path_verdicts
+        try:
+            return cache[path]
+        except KeyError:
+            pass
+        if len(cache) >= _PATH_MEMO_SIZE:
+            cache.clear()
+        verdict = cache[path] = self._pure_check(path)
+        return verdict
 
     def _pure_check(self, path: str) -> TrapVerdict | None:
         if self._max_repeats is not None:
@@ -171,12 +197,12 @@ class TrapGuard:
             Never raises.
         """
         prefix, path, query = _split(canonical_url)
-        verdict = self._pure_check(path)
+        verdict = self._path_check(path)
         if verdict is not None:
             self._dropped(verdict.defence, canonical_url)
             return verdict
-        url_fp = fingerprint(canonical_url)
         host_set = self._host_set(canonical_url)
+        url_fp = _key(canonical_url) if host_set is not None else 0
         if (
             host_set is not None
             and self._max_host is not None
@@ -191,8 +217,8 @@ class TrapGuard:
             self._dropped(verdict.defence, canonical_url)
             return verdict
         if query is not None and self._max_variants is not None:
-            key = fingerprint(prefix + path)
-            q_fp = fingerprint(query)
+            key = _key(prefix + path)
+            q_fp = _key(query)
             known = self._variants.get(key)
             if known is None:
                 self._variants[key] = q_fp
@@ -226,10 +252,10 @@ class TrapGuard:
         prefix, path, query = _split(canonical_url)
         host_set = self._host_set(canonical_url)
         if host_set is not None:
-            host_set.add(fingerprint(canonical_url))
+            host_set.add(_key(canonical_url))
         if query is not None and self._max_variants is not None:
-            key = fingerprint(prefix + path)
-            q_fp = fingerprint(query)
+            key = _key(prefix + path)
+            q_fp = _key(query)
             known = self._variants.get(key)
             if known is None:
                 self._variants[key] = q_fp

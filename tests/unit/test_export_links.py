@@ -15,6 +15,7 @@ from skitter.export.links import (
     LinkRow,
     LinksWriter,
     escape,
+    format_rows,
     parse_row,
     read_rows,
     unescape,
@@ -193,3 +194,24 @@ def test_offset_follows_external_truncation(tmp_path: Path) -> None:
     w.close()
     assert [r.anchor for r in read_rows(path, strict=True)] == ["1", "3"]
     assert w.offset() == path.stat().st_size
+
+
+_FIELD = st.text(alphabet=st.sampled_from("ab\\\t\n\r é"), max_size=6)
+
+
+@given(st.lists(st.tuples(_FIELD, _FIELD, _FIELD, _FIELD, _FIELD, st.booleans(), _FIELD)))
+def test_format_rows_is_to_line_of_each_row(rows: list[tuple[object, ...]]) -> None:
+    expected = "".join(LinkRow(*r).to_line() for r in rows)  # type: ignore[arg-type]
+    assert format_rows(rows) == expected
+    assert format_rows(iter(rows)) == expected
+    assert format_rows([list(r) for r in rows]) == expected
+
+
+def test_write_text_and_rows_agree(tmp_path: Path) -> None:
+    rows = [row(), row(anchor="a\tb\\c\r\n"), row(fragment="top", nofollow=True)]
+    with LinksWriter(tmp_path / "a.tsv") as a, LinksWriter(tmp_path / "b.tsv") as b:
+        a.write_rows(rows)
+        assert b.write_text(format_rows([r.fields() for r in rows])) > 0
+        assert b.write_text("") == 0
+    assert (tmp_path / "a.tsv").read_bytes() == (tmp_path / "b.tsv").read_bytes()
+    assert list(read_rows(tmp_path / "b.tsv")) == rows

@@ -493,3 +493,78 @@ def test_bad_arguments(tmp_path: Path) -> None:
         WarcWriter(tmp_path, prefix="a/b")
     with pytest.raises(ValueError):
         WarcWriter(tmp_path, compression_level=0)
+
+
+# -- gzip members built here (CPU work, issue 4) ------------------------------------------
+
+
+@pytest.mark.parametrize("stored", [0, 1, 4, 100, 5000, 5004])
+def test_gzip_member_round_trips(stored: int) -> None:
+    from skitter.export.warc import _gzip_member
+
+    data = b"WARC/1.1\r\n" + b"header: value\r\n" * 50 + os.urandom(4990) + b"\r\n\r\n"
+    member = _gzip_member(data, 6, stored)
+    d = zlib.decompressobj(wbits=31)
+    assert d.decompress(member) == data
+    assert d.eof and d.unused_data == b""
+    assert gzip.decompress(member) == data
+
+
+def _fixed_ids(monkeypatch: pytest.MonkeyPatch) -> None:
+    import itertools
+    import uuid
+
+    from skitter.export import warc
+
+    counter = itertools.count()
+    monkeypatch.setattr(warc.uuid, "uuid4", lambda: uuid.UUID(int=next(counter)))
+
+
+@pytest.mark.parametrize("payload_kb", [3, 200])
+def test_stored_payload_records_are_the_same_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, payload_kb: int
+) -> None:
+    """A content-encoded body is stored, not deflated again: the uncompressed WARC bytes are
+    those FastWARC's own gzip path writes, and the file is no larger."""
+    import random
+
+    from skitter.export import warc
+
+    body = random.Random(payload_kb).randbytes(payload_kb * 500).hex().encode()
+    # gzip output: incompressible
+    raw = gzip.compress(body, mtime=0)
+    headers = (("Content-Type", "text/html"), ("Content-Encoding", "gzip"))
+    resp = _with_req(Response("http://example.test/", 200, "OK", headers, body, raw))
+    plain = _with_req(Response("http://example.test/p", 200, "OK", (), body, body))
+
+    def write(where: Path) -> bytes:
+        _fixed_ids(monkeypatch)
+        w = WarcWriter(where, clock=lambda: T0)
+        for _ in range(3):
+            w.write_exchange(resp.url, resp)
+            w.write_exchange(plain.url, plain)
+        w.close()
+        check = warcio_check(w.files[0])
+        assert check.returncode == 0, check.stdout + check.stderr
+        return Path(w.files[0]).read_bytes()
+
+    ours = write(tmp_path / "ours")
+    monkeypatch.setattr(warc, "_FASTWARC_GZIP_MIN_BYTES", 0)  # every record via FastWARC
+    monkeypatch.setattr(warc, "_body_is_compressed", lambda response: False)
+    theirs = write(tmp_path / "theirs")
+    assert gzip.decompress(ours) == gzip.decompress(theirs)
+    assert len(ours) <= len(theirs) * 1.01 + 20 * 13  # (13 members: a few bytes each)
+    records = list(warcio_records(str(tmp_path / "ours" / os.listdir(tmp_path / "ours")[0])))
+    assert [r[2] for r in records if r[0] == "response"] == [raw, body] * 3
+
+
+def test_body_is_compressed() -> None:
+    from skitter.export.warc import _body_is_compressed
+
+    def resp(*headers: tuple[str, str]) -> Response:
+        return Response("http://example.test/", 200, headers=headers)
+
+    assert _body_is_compressed(resp(("Content-Encoding", "gzip")))
+    assert _body_is_compressed(resp(("content-encoding", "identity, BR")))
+    assert not _body_is_compressed(resp(("Content-Encoding", "identity")))
+    assert not _body_is_compressed(resp(("Content-Type", "text/html")))

@@ -214,3 +214,19 @@ def test_bounds_hold_for_any_urls(paths: list[list[str]], queries: list[str]) ->
         assert not segs or max(segs.count(s) for s in segs) <= 2
         assert path_depth("/" + path) <= 32
     assert all(len(v) <= 5 for v in per_path.values())
+
+
+def test_path_verdict_memo_is_bounded_and_exact(monkeypatch: pytest.MonkeyPatch) -> None:
+    from skitter import traps
+
+    monkeypatch.setattr(traps, "_PATH_MEMO_SIZE", 4)
+    g = TrapGuard(ScopeSettings())
+    urls = [f"{H}/a/{i}/a/a" if i % 3 == 0 else f"{H}/a/{i}" for i in range(30)]
+    for _ in range(2):  # the second pass answers from the memo (or after it was emptied)
+        for u in urls:
+            verdict = g.admit(u)
+            assert (verdict is not None) == u.endswith("/a/a"), u
+            if verdict is not None:
+                assert verdict.defence == "repeated_segments"
+        assert len(g._path_verdicts) <= 4
+    assert g.report()["repeated_segments"]["count"] == 20

@@ -481,3 +481,62 @@ def test_join_never_raises(href: str, encoding: str) -> None:
     if got is not None:
         _check_canonical(got)
         assert "\t" not in got and "\n" not in got
+
+
+# ----------------------------------------------------------------------------------------
+# join: the cross-page cache of base-independent results (CPU work, issue 4)
+# ----------------------------------------------------------------------------------------
+
+_JOIN_BASES = [
+    "http://a.test/x/y?q#f",
+    "https://a.test:8443/",
+    "http://a.test:80/p",
+    "http://user:pw@a.test/x",
+    "http://a.test:99999/x",  # invalid port: every join fails
+    "http:///a.test/x",  # valid (host a.test), but its prefix alone is not
+    "http://A.TEST/x",
+    "http://[::1]/x",
+    "http://a.test?q/x",
+    "http://a.test#x/y",
+    "mailto:x",
+    "not a url",
+    "http://a.test/\ud800",
+]
+_HREF_PIECES = [
+    "/", "//", "\\", "\t", "\n", " ", "a", ".", "..", "%2e", "?", "#", "é", "\ud800", "x:y",
+    "http:", "//b.test", "http://", "https://", "HTTP://", "/./", "/../", "%", "@", ":80",
+    "[", "'", '"', "<", "|", "\x00", "ß",
+]  # fmt: skip
+
+
+def _join_uncached(base: str, href: str, encoding: str) -> str | None:
+    from skitter import urls
+
+    return urls._join(base, urls._clean_input(href), encoding)
+
+
+@given(
+    st.sampled_from(_JOIN_BASES),
+    st.lists(st.sampled_from(_HREF_PIECES), max_size=6).map("".join),
+    st.sampled_from(["", "/", "http://", "https://b.test"]),
+    st.sampled_from(["utf-8", "cp1251", "shift_jis", "latin-1"]),
+)
+@settings(max_examples=1500, deadline=None)
+def test_join_cache_gives_the_uncached_result(
+    base: str, href: str, lead: str, encoding: str
+) -> None:
+    href = lead + href
+    assert join(base, href, encoding) == _join_uncached(base, href, encoding)
+    assert join(base, href, encoding) == _join_uncached(base, href, encoding)  # cached now
+
+
+def test_join_cache_keeps_base_validity() -> None:
+    # an absolute href does not use the base, but an invalid base still fails the join
+    assert join("http://a.test:99999/x", "http://b.test/") is None
+    assert join("not a url", "http://b.test/") is None
+    assert join("http:///a.test/x", "/y") == "http://a.test/y"
+    assert join("http://user:pw@a.test/x", "/y") == "http://user:pw@a.test/y"
+    assert join("http://a.test/x/y", "/p?q=é#f") == "http://a.test/p?q=%C3%A9#f"
+    assert join("http://a.test/x/y", "/p?q=é", "latin-1") == "http://a.test/p?q=%E9"
+    assert join("https://a.test/", "/p") == "https://a.test/p"
+    assert join("http://b.test/", "/p") == "http://b.test/p"  # not a.test's cached result

@@ -18,13 +18,23 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from skitter.errors import StateError
 from skitter.export.base import LineJournal
 
-__all__ = ["HEADER", "LinkRow", "LinksWriter", "escape", "parse_row", "read_rows", "unescape"]
+__all__ = [
+    "HEADER",
+    "LinkRow",
+    "LinksWriter",
+    "escape",
+    "format_rows",
+    "parse_row",
+    "read_rows",
+    "unescape",
+]
 
 #: The header line of links.tsv (without the trailing newline).
 HEADER = "source\ttarget\tfragment\tanchor\tkind\tnofollow\tdecision"
@@ -82,20 +92,71 @@ class LinkRow:
 
     def to_line(self) -> str:
         """The row as one escaped, tab-separated line including the trailing ``\\n``."""
-        return (
-            "\t".join(
-                (
-                    escape(self.source),
-                    escape(self.target),
-                    escape(self.fragment),
-                    escape(self.anchor),
-                    escape(self.kind),
-                    "1" if self.nofollow else "0",
-                    escape(self.decision),
-                )
-            )
-            + "\n"
+        return _line(
+            self.source,
+            self.target,
+            self.fragment,
+            self.anchor,
+            self.kind,
+            self.nofollow,
+            self.decision,
         )
+
+    def fields(self) -> tuple[str, str, str, str, str, bool, str]:
+        """The 7 fields in file order (what :func:`format_rows` takes)."""
+        return (
+            self.source,
+            self.target,
+            self.fragment,
+            self.anchor,
+            self.kind,
+            self.nofollow,
+            self.decision,
+        )
+
+
+def _line(
+    source: str,
+    target: str,
+    fragment: str,
+    anchor: str,
+    kind: str,
+    nofollow: object,
+    decision: str,
+) -> str:
+    return (
+        "\t".join(
+            (
+                escape(source),
+                escape(target),
+                escape(fragment),
+                escape(anchor),
+                escape(kind),
+                "1" if nofollow else "0",
+                escape(decision),
+            )
+        )
+        + "\n"
+    )
+
+
+def format_rows(rows: Iterable[Sequence[Any]]) -> str:
+    """The links.tsv lines of ``rows``, each given as its 7 fields in :class:`LinkRow` order
+    (source, target, fragment, anchor, kind, nofollow, decision): the same text as
+    ``"".join(LinkRow(*fields).to_line() for fields in rows)``, without building the rows.
+
+    Lines are formatted unescaped, then the whole text is checked once: if it holds no
+    backslash, no CR and exactly 6 TABs and 1 LF per row (the common case), no field needed
+    escaping; otherwise every line is built again with :func:`escape`.
+    """
+    rows = rows if isinstance(rows, list | tuple) else list(rows)
+    text = "".join(
+        [f"{s}\t{t}\t{f}\t{a}\t{k}\t{'1' if n else '0'}\t{d}\n" for s, t, f, a, k, n, d in rows]
+    )
+    n = len(rows)
+    if "\\" in text or "\r" in text or text.count("\n") != n or text.count("\t") != 6 * n:
+        text = "".join([_line(*r) for r in rows])
+    return text
 
 
 class LinksWriter(LineJournal):
@@ -139,8 +200,21 @@ class LinksWriter(LineJournal):
         """
         if not rows:
             return 0
-        data = "".join(row.to_line() for row in rows).encode("utf-8", "replace")
-        return self._file.write(data)
+        return self.write_text(format_rows([row.fields() for row in rows]))
+
+    def write_text(self, text: str) -> int:
+        """Append already formatted rows (:func:`format_rows`) with a single ``os.write``.
+
+        Returns:
+            Bytes written (0 for ""; nothing is written then).
+
+        Raises:
+            ValueError: the writer is closed.
+            OSError: the write failed (the file is left without a partial row).
+        """
+        if not text:
+            return 0
+        return self._file.write(text.encode("utf-8", "replace"))
 
 
 def parse_row(line: str) -> LinkRow | None:
