@@ -10,6 +10,13 @@ seconds the frontier is committed and ``checkpoint.json`` records the journal of
 counters as they were just before that commit. On resume, the records past the checkpoint are
 marked done in the frontier and their queued links re-added (both idempotent), so no URL is
 lost and no recorded URL is fetched again; only requests in flight at the kill are repeated.
+
+Sharded (``shard=``, one of ``--processes N``, see :mod:`skitter.processes`): the crawler
+owns only the hosts that hash to it. URLs for other hosts are handed off (written before the
+page's rows and record, so the same durability argument holds), handed-off URLs from other
+processes are read into the frontier (the read offsets are checkpointed with the frontier
+commit), the trap budgets of a host are spent by its owner, and the run does not end when the
+frontier is empty: the crawler reports itself idle and ends when the coordinator says so.
 """
 
 from __future__ import annotations
