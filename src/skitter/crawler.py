@@ -27,6 +27,7 @@ import hashlib
 import inspect
 import json
 import logging
+import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -306,6 +307,14 @@ class Crawler:
         sh = self._sh
         link = self.shard
         budget = link.budget if link is not None else None
+        if budget is not None and link is not None:
+            # every process publishes its resumed 2xx count before any of them leases
+            budget.publish(self.stats.ok, 0)
+            if link.start is not None:
+                try:
+                    await asyncio.to_thread(link.start.wait, 60.0)
+                except threading.BrokenBarrierError:
+                    log.warning("not every crawler process started; going on")
         shard_task = asyncio.create_task(self._shard_loop()) if sh is not None else None
         try:
             while True:
@@ -496,13 +505,17 @@ class Crawler:
         sh = self._sh
         assert sh is not None
         keep: list[Request] = []
+        dropped: list[str] = []
         for r in reqs:
             trap = self._traps.admit(r.url)
             if trap is not None:
+                dropped.append(r.url)
                 if r.redirects:
                     self._record_unfollowed(r, f"{trap.defence}: {trap.detail}")
                 continue
             keep.append(r)
+        # journaled before anything else: a resume spends the budgets of admitted ones only
+        sh.handoff.note_dropped(dropped)
         if not keep:
             return
         added = (await self.components.frontier.add(keep)).added_urls
@@ -561,7 +574,8 @@ class Crawler:
         500 KiB are parsed; the WARC record says ``WARC-Truncated: length``).
         """
         c = self.components
-        resp = await c.fetcher.fetch(Request(url=url), max_body_bytes=512 * 1024, truncate=True)
+        async with self._ip_slot(url):  # a robots.txt request counts for --ip-concurrency too
+            resp = await c.fetcher.fetch(Request(url=url), max_body_bytes=512 * 1024, truncate=True)
         self._host_last_end[host_key(url)] = self.clock()
         if c.warc is not None:
             c.warc.write_exchange(
@@ -571,6 +585,8 @@ class Crawler:
 
     @contextlib.asynccontextmanager
     async def _ip_slot(self, url: str) -> AsyncIterator[None]:
+        """Hold one of ``--ip-concurrency`` slots of the address ``url``'s host resolves to
+        (over every process of a sharded crawl: :class:`skitter.sharding.IpSlots`)."""
         c = self.components
         sem: asyncio.Semaphore | None = None
         try:
@@ -585,9 +601,21 @@ class Crawler:
                 )
         if sem is None:
             yield
-        else:
-            async with sem:
+            return
+        shared = self.shard.ip_slots if self.shard is not None else None
+        async with sem:
+            if shared is None:
                 yield
+                return
+            ip = ips[0]
+            delay = 0.002
+            while not shared.try_acquire(ip):  # bounded by the other processes' requests
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.05)
+            try:
+                yield
+            finally:
+                shared.release(ip)
 
     def _gap_s(self, crawl_delay_s: float | None) -> float:
         p = self.settings.politeness
@@ -1153,7 +1181,7 @@ class Crawler:
         if self._sh is not None:
             # ... and, sharded, from what other processes handed over (their links.tsv
             # rows say "queued" for this process's hosts; the budgets are spent here)
-            self._traps.replay(r.url for r in self._sh.handoff.replay_received())
+            self._traps.replay(r.url for r in self._sh.handoff.replay_admitted())
             self._sh.replayed = set(recorded)
         await c.frontier.flush()
         log.info(

@@ -27,9 +27,9 @@ import asyncio
 import contextlib
 import fcntl
 import logging
-import math
 import multiprocessing
 import os
+import shutil
 import signal
 import sys
 import time
@@ -45,13 +45,14 @@ from skitter.errors import SkitterError, StateError
 from skitter.export.base import AppendFile
 from skitter.export.links import HEADER as LINKS_HEADER
 from skitter.settings import CrawlSettings
-from skitter.sharding import SHARDS_DIR, PageBudget, ShardLink, shard_dir
+from skitter.sharding import SHARDS_DIR, IpSlots, PageBudget, ShardLink, shard_dir
 from skitter.state import (
     CHECKPOINT_FILE,
     FRONTIER_FILE,
     LINKS_FILE,
     PAGES_FILE,
     REPORT_FILE,
+    STATE_FILE,
     atomic_write_json,
     prepare_new_out_dir,
     read_json,
@@ -104,19 +105,23 @@ class ProcessesOutcome:
 
 
 def _worker_settings(settings: CrawlSettings, index: int, count: int) -> CrawlSettings:
-    """Process ``index``'s settings: its shard folder, its share of the global and per-IP
-    concurrency (so that N processes together keep the limits of one)."""
+    """Process ``index``'s settings: its shard folder and its share of the global
+    concurrency (the per-IP limit is shared: :class:`skitter.sharding.IpSlots`). A shard
+    that a killed run never got to create starts new."""
     p = settings.politeness
+    sdir = shard_dir(settings.out_dir, index)
+    resume = settings.resume
+    if resume and not (sdir / STATE_FILE).exists():
+        # killed before this process saved its state: nothing was crawled here yet
+        shutil.rmtree(sdir, ignore_errors=True)
+        resume = False
     return replace(
         settings,
-        out_dir=str(shard_dir(settings.out_dir, index)),
+        out_dir=str(sdir),
         processes=1,
         quiet=True,
-        politeness=replace(
-            p,
-            concurrency=max(1, math.ceil(p.concurrency / count)),
-            ip_concurrency=max(1, p.ip_concurrency // count),
-        ),
+        resume=resume,
+        politeness=replace(p, concurrency=max(1, p.concurrency // count)),
     )
 
 
@@ -134,6 +139,8 @@ def _worker_main(
     count: int,
     conn: Connection,
     budget: PageBudget | None,
+    start: Any,
+    ip_slots: IpSlots,
 ) -> None:
     """Body of crawler process ``index`` (started by fork): crawl its shard, then send
     ``("done", {...})`` or ``("error", message, exit_code)`` and exit."""
@@ -143,7 +150,7 @@ def _worker_main(
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if budget is not None:
         budget.bind(index)
-    link = ShardLink(Path(settings.out_dir), index, count, conn, budget)
+    link = ShardLink(Path(settings.out_dir), index, count, conn, budget, start, ip_slots)
     code = 0
     try:
         # (uvloop was measured: 3-5% more CPU per page than asyncio's loop here)
@@ -409,10 +416,10 @@ def run_processes(
             raise StateError(f"{out_dir} holds no sharded crawl (shards/ missing)")
     else:
         prepare_new_out_dir(out_dir)
+        save_state(out_dir, settings)  # first: a crawl killed from here on can be resumed
     lock_fd = _lock_out_dir(out_dir)
     try:
         if not settings.resume:
-            save_state(out_dir, settings)
             (out_dir / SHARDS_DIR).mkdir(exist_ok=True)
         if settings.resume and settings.frontier == "sqlite":
             _wait_for_shard_locks(out_dir, count)
@@ -434,6 +441,8 @@ def _coordinate(
     out_dir = Path(settings.out_dir)
     ctx = multiprocessing.get_context("fork")
     budget = PageBudget(ctx, count, settings.max_pages) if settings.max_pages is not None else None
+    start = ctx.Barrier(count) if budget is not None else None
+    ip_slots = IpSlots(ctx, settings.politeness.ip_concurrency)
     signals = 0
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -451,7 +460,7 @@ def _coordinate(
         parent_end, child_end = ctx.Pipe(duplex=True)
         proc = ctx.Process(
             target=_worker_main,
-            args=(settings, k, count, child_end, budget),
+            args=(settings, k, count, child_end, budget, start, ip_slots),
             name=f"skitter-crawler-{k}",
         )
         proc.start()
@@ -479,6 +488,8 @@ def _coordinate(
                     _drain(w)
                     w.process.join()
                     w.exited = True
+                    if start is not None:
+                        start.abort()  # no process waits for one that is gone
                     if w.result is None and failure is None:
                         failure = w.error or (
                             f"crawler process {w.index} died (exit code {w.process.exitcode})",

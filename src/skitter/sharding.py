@@ -39,6 +39,7 @@ from skitter.models import Hop, Request
 __all__ = [
     "SHARDS_DIR",
     "Handoff",
+    "IpSlots",
     "PageBudget",
     "ShardLink",
     "decode_request",
@@ -154,6 +155,12 @@ class Handoff:
             if k != index
         }
         self._in_fds: dict[int, int] = {}
+        # URLs read from the inboxes that this process dropped (trap budgets): kept so a
+        # resume rebuilds the budgets from what was admitted only
+        dropped = box / "dropped.txt"
+        truncate_partial_line(dropped)
+        self._dropped_path = dropped
+        self._dropped = AppendFile(dropped)
         #: bytes of each inbox already read (a line boundary), by source index
         self.consumed: dict[int, int] = dict.fromkeys(self._in_paths, 0)
         self.sent_requests = 0
@@ -224,9 +231,25 @@ class Handoff:
         self.received_requests += len(out)
         return out
 
-    def replay_received(self) -> Iterable[Request]:
-        """Every request read so far (from byte 0 to :attr:`consumed` of each inbox): for
-        rebuilding the trap budgets on resume. Reads the files again; nothing is consumed."""
+    def note_dropped(self, urls: Iterable[str]) -> None:
+        """Journal received URLs that this process did not admit (one ``write()``)."""
+        data = "".join(f"{u}\n" for u in urls).encode("utf-8", "surrogateescape")
+        if data:
+            self._dropped.write(data)
+
+    def replay_admitted(self) -> Iterable[Request]:
+        """Every request read so far (from byte 0 to :attr:`consumed` of each inbox) that was
+        not dropped (:meth:`note_dropped`): for rebuilding the trap budgets on resume. Reads
+        the files again; nothing is consumed."""
+        dropped: set[str] = set()
+        if self._dropped_path.exists():
+            with open(self._dropped_path, "rb") as fh:
+                dropped = {ln.rstrip(b"\n").decode("utf-8", "surrogateescape") for ln in fh}
+        for req in self._replay_received():
+            if req.url not in dropped:
+                yield req
+
+    def _replay_received(self) -> Iterable[Request]:
         for k, path in self._in_paths.items():
             end = self.consumed[k]
             if end <= 0 or not path.exists():
@@ -262,6 +285,7 @@ class Handoff:
         """Close the outboxes (synced) and inboxes; idempotent."""
         for f in self._out.values():
             f.close()
+        self._dropped.close()
         for fd in self._in_fds.values():
             os.close(fd)
         self._in_fds.clear()
@@ -318,6 +342,43 @@ class PageBudget:
             return sum(self._slots[0::2])
 
 
+class IpSlots:
+    """``--ip-concurrency`` shared by the processes of one crawl: a count of requests in
+    flight per IP address (hashed into ``buckets`` counters in shared memory, so two
+    addresses rarely share a limit), under one lock. Create it in the parent before the
+    processes start (it is inherited).
+
+    Args:
+        ctx: the multiprocessing context. limit: requests in flight per address.
+        buckets: number of counters.
+    """
+
+    def __init__(self, ctx: BaseContext, limit: int, buckets: int = 4096) -> None:
+        self.limit = limit
+        self._lock = ctx.Lock()
+        self._counts: Any = ctx.Array("i", buckets, lock=False)
+        self._n = buckets
+
+    def _bucket(self, ip: str) -> int:
+        return zlib.crc32(ip.encode("ascii", "replace")) % self._n
+
+    def try_acquire(self, ip: str) -> bool:
+        """Take a slot for ``ip`` if fewer than ``limit`` are taken over all processes."""
+        b = self._bucket(ip)
+        with self._lock:
+            if self._counts[b] < self.limit:
+                self._counts[b] += 1
+                return True
+            return False
+
+    def release(self, ip: str) -> None:
+        """Give back a slot taken with :meth:`try_acquire`."""
+        b = self._bucket(ip)
+        with self._lock:
+            if self._counts[b] > 0:
+                self._counts[b] -= 1
+
+
 @dataclass(slots=True)
 class ShardLink:
     """What a crawler process of a sharded crawl is given by its coordinator.
@@ -329,6 +390,9 @@ class ShardLink:
         conn: the control pipe to the coordinator (receives "stop", "abort", "finish";
             sends status tuples, see :mod:`skitter.processes`).
         budget: the shared ``--max-pages`` budget, or None.
+        start: with a budget, the barrier every process passes once it has published its
+            resumed 2xx count (so no process leases before the budget is whole).
+        ip_slots: the shared ``--ip-concurrency``, or None.
     """
 
     out_dir: Path
@@ -336,6 +400,8 @@ class ShardLink:
     count: int
     conn: Connection
     budget: PageBudget | None = None
+    start: Any = None
+    ip_slots: IpSlots | None = None
 
     @property
     def warc_prefix(self) -> str:

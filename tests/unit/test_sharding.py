@@ -85,7 +85,10 @@ def test_handoff_state_and_replay(tmp_path: Path) -> None:
     # a resumed reader continues where its checkpoint says, and can replay what it read
     b2 = Handoff(tmp_path, 1, 2)
     b2.load_state(state)
-    assert [r.url for r in b2.replay_received()] == ["http://b.test/1", "http://b.test/2"]
+    assert [r.url for r in b2.replay_admitted()] == ["http://b.test/1", "http://b.test/2"]
+    # a URL the owner dropped (trap budgets) is not replayed into the budgets
+    b2.note_dropped(["http://b.test/2"])
+    assert [r.url for r in b2.replay_admitted()] == ["http://b.test/1"]
     assert [r.url for r in b2.receive()] == ["http://b.test/3"]
     b2.load_state({"consumed": {"0": -5, "x": 3, "7": 1}})  # bad entries are ignored
     assert b2.read_offsets()[0] == a.sent()[1]
