@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import gc
 import logging
 import multiprocessing
 import os
@@ -145,6 +146,7 @@ def _worker_main(
     """Body of crawler process ``index`` (started by fork): crawl its shard, then send
     ``("done", {...})`` or ``("error", message, exit_code)`` and exit."""
     _die_with_parent()
+    gc.freeze()  # what the fork inherited is long-lived: keep it out of every collection
     # the coordinator handles signals and tells each process what to do
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
