@@ -66,7 +66,6 @@ __all__ = ["MERGE_FILE", "ProcessesOutcome", "default_processes", "run_processes
 log = logging.getLogger("skitter")
 
 MERGE_FILE = "merge.json"
-LOCK_FILE = ".skitter.lock"
 MERGE_EVERY_S = 0.5
 REPORT_EVERY_S = 30.0
 COPY_CHUNK_BYTES = 1024 * 1024
@@ -383,7 +382,7 @@ def _quiescent(workers: list[_Worker]) -> tuple[tuple[int, ...], tuple[Any, ...]
 
 def _lock_out_dir(out_dir: Path) -> int:
     """Hold an exclusive lock on the folder for the coordinator's life (before any repair)."""
-    fd = os.open(out_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(out_dir / STATE_FILE, os.O_RDONLY)  # written once, never replaced
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
