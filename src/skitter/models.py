@@ -1,11 +1,13 @@
 """Plain value types passed between Skitter's parts.
 
-All are frozen, slotted dataclasses; none does I/O.
+All are immutable: frozen, slotted dataclasses, or named tuples for the two built once per
+link found (:class:`Link`, :class:`Request`); none does I/O.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 __all__ = ["Hop", "Lease", "Link", "Page", "Request", "Response"]
 
@@ -18,9 +20,9 @@ class Hop:
     status: int
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
-    """A URL to fetch.
+class Request(NamedTuple):
+    """A URL to fetch (an immutable named tuple: one is built per link found, so it is
+    built cheaply).
 
     Attributes:
         url: canonical absolute URL, exactly as sent on the wire.
@@ -120,8 +122,7 @@ class Response:
         return ct.split(";", 1)[0].strip().lower() or None
 
 
-@dataclass(frozen=True, slots=True)
-class Link:
+class Link(NamedTuple):
     """A link element found in a page.
 
     Attributes:
