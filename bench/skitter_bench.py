@@ -10,7 +10,7 @@ involved. DIR must not exist (a fresh crawl); the seeds file is written beside i
 All hosts share 127.0.0.1, so --ip-concurrency is raised to --concurrency (the default per-IP
 cap of 4 would throttle the crawl).
 
---processes N (default $BENCH_PROCESSES, else the number of cores) is passed on. While the crawl
+--processes N (default: the number of cores) is passed on. While the crawl
 runs, the resident memory of its whole process tree (the coordinator and its crawler
 processes) is sampled from /proc every 0.2 s: peak_rss_mb is the largest SUM over the tree
 (pages shared by the forked processes are counted once per process, so this over-counts),
@@ -90,12 +90,12 @@ def main() -> int:
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--delay", default="0")
     ap.add_argument("--concurrency", type=int, default=128)
-    ap.add_argument(
-        "--processes", type=int, default=int(os.environ.get("BENCH_PROCESSES") or os.cpu_count())
-    )
+    ap.add_argument("--processes", type=int, help="default: the number of cores")
     ap.add_argument("extra", nargs=argparse.REMAINDER, help="-- then extra skitter crawl flags")
     a = ap.parse_args()
     extra = a.extra[1:] if a.extra[:1] == ["--"] else a.extra
+    if a.processes is None:
+        a.processes = os.cpu_count() or 1
     manifest = json.loads((a.site / "manifest.json").read_text())
     port = int(manifest["port"])
     hosts = [ln.split()[1] for ln in (a.site / "hosts.txt").read_text().splitlines() if ln.strip()]
