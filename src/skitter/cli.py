@@ -91,6 +91,20 @@ def _at_least_one(text: str) -> int:
     return v
 
 
+def _processes(text: str) -> int:
+    """``--processes``: 1 .. 4 x the cores (each process holds ~70 MB and a share of the
+    crawl; far more than the cores only adds memory and scheduling, never speed)."""
+    from skitter.processes import default_processes
+
+    v = _at_least_one(text)
+    cap = 4 * default_processes()
+    if v > cap:
+        raise argparse.ArgumentTypeError(
+            f"at most {cap} (4 x the {cap // 4} cores of this machine): {text!r}"
+        )
+    return v
+
+
 def _limit_or_off(text: str) -> int | None:
     """A whole number >= 0 where 0 turns the limit off (None)."""
     v = _positive_int(text)
@@ -259,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--no-warc", action="store_true", help="do not write WARC files")
     out.add_argument(
         "--processes",
-        type=_at_least_one,
+        type=_processes,
         metavar="N",
         help="crawler processes, each owning the hosts that hash to it "
         "(default: the number of cores; fixed for the life of a crawl)",

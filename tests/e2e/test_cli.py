@@ -64,6 +64,9 @@ def test_version() -> None:
             "control characters",
         ),
         (["crawl", "--out", "OUT", "--seeds-file", "EMPTY"], "has no seeds"),
+        (["crawl", "--out", "OUT", "--processes", "0", "http://a.test/"], "must be >= 1"),
+        # a fork bomb by typo: 100000 processes of ~70 MB each
+        (["crawl", "--out", "OUT", "--processes", "100000", "http://a.test/"], "at most"),
     ],
 )
 def test_bad_input_one_line_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
