@@ -519,8 +519,13 @@ class Crawler:
         if not keep:
             return
         added = (await self.components.frontier.add(keep)).added_urls
+        # the frontier enqueues the first request of a URL in a batch: every other one
+        # ending a redirect chain (two chains to one target, read together) is recorded
+        followed: set[str] = set()
         for r in keep:
-            if r.redirects and r.url not in added:
+            if r.url in added and r.url not in followed:
+                followed.add(r.url)
+            elif r.redirects:
                 self._record_unfollowed(r, "already crawled or queued")
 
     def _record_unfollowed(self, req: Request, why: str) -> None:

@@ -1,0 +1,65 @@
+"""A sharded crawler taking in handed-off requests (Crawler._admit_received)."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from pathlib import Path
+
+from skitter.crawler import Crawler
+from skitter.models import Hop, Request
+from skitter.settings import CrawlSettings
+from skitter.sharding import ShardLink, shard_dir, shard_of
+
+
+def _host_of_shard(index: int, count: int) -> str:
+    for i in range(1000):
+        h = f"h{i}.test"
+        if shard_of(h, count) == index:
+            return h
+    raise AssertionError("no host")
+
+
+async def test_two_redirect_chains_to_one_target_read_together_are_both_recorded(
+    tmp_path: Path,
+) -> None:
+    """Regression: two continuations to the same URL in one batch; the second chain ended
+    without any pages.jsonl record (its URL was in the batch's added set)."""
+    target_host = _host_of_shard(0, 2)
+    other = _host_of_shard(1, 2)
+    out = tmp_path / "out"
+    (out / "shards").mkdir(parents=True)
+    settings = CrawlSettings(
+        out_dir=str(shard_dir(out, 0)), seeds=(f"http://{target_host}/",), frontier="memory"
+    )
+    parent, child = multiprocessing.Pipe()
+    link = ShardLink(out, 0, 2, child)
+    target = f"http://{target_host}/x"
+    chains = [
+        Request(
+            url=target,
+            depth=1,
+            origin_url=f"http://{other}/r{i}",
+            redirects=(Hop(f"http://{other}/r{i}", 302),),
+        )
+        for i in (1, 2)
+    ]
+    async with Crawler(settings, shard=link) as crawler:
+        await crawler._admit_received([*chains, Request(url=target, depth=1)])
+        counts = await crawler.components.frontier.counts()
+    records = [
+        json.loads(line) for line in (shard_dir(out, 0) / "pages.jsonl").read_text().splitlines()
+    ]
+    # the first chain is followed (queued), the second ends with its 302 and says why;
+    # the plain link to the same URL is a duplicate with nothing to record
+    assert counts.pending == 1
+    assert [(r["url"], r["final_url"], r["status"], r["error_detail"]) for r in records] == [
+        (
+            f"http://{other}/r2",
+            f"http://{other}/r2",
+            302,
+            f"redirect to {target} not followed: already crawled or queued",
+        )
+    ]
+    parent.close()
+    child.close()
