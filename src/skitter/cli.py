@@ -85,7 +85,10 @@ def _positive_int(text: str) -> int:
 
 
 def _at_least_one(text: str) -> int:
-    v = _positive_int(text)
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
     if v < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1: {text!r}")
     return v
@@ -245,7 +248,9 @@ def _add_common_flags(c: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     )
     g = c.add_argument_group("output")
     g.add_argument("--frontier", choices=["sqlite", "memory"], help="default: sqlite")
-    g.add_argument("--quiet", "-q", action="store_true", help="no progress display")
+    g.add_argument(
+        "--quiet", "-q", action="store_true", help="no progress display and no end summary"
+    )
     g.add_argument("--verbose", "-v", action="store_true", help="log more to stderr")
     return g
 
@@ -482,6 +487,24 @@ async def _crawl(settings: CrawlSettings) -> int:
     return _summary(settings, snap, stop_reason, interrupted)
 
 
+def _choose_processes(settings: CrawlSettings, given: int | None) -> CrawlSettings:
+    """The number of processes of a new crawl: ``--processes``, else the cores, except with
+    ``--max-depth``: hop counts are exact (breadth-first) in one process only."""
+    from skitter.processes import default_processes
+
+    if given is None:
+        n = 1 if settings.scope.max_depth is not None else default_processes()
+        return replace(settings, processes=n)
+    if given > 1 and settings.scope.max_depth is not None:
+        print(
+            "skitter: warning: with --processes > 1 a URL's depth is counted along the path by "
+            "which its process first learned of it, which can be longer than the shortest: "
+            "--max-depth may keep out a few pages a single process would crawl",
+            file=sys.stderr,
+        )
+    return settings
+
+
 def _summary(
     settings: CrawlSettings, snap: StatsSnapshot, stop_reason: str, interrupted: bool
 ) -> int:
@@ -499,7 +522,11 @@ def _summary(
             print(f"stopped at --max-pages {settings.max_pages} (2xx pages); more were queued")
         print(f"output: {out}/ (pages.jsonl, links.tsv, report.json, *.warc.gz)")
     if interrupted:
-        print(f"interrupted; resume with: skitter crawl --resume --out {out}", file=sys.stderr)
+        if settings.frontier == "memory":
+            print("interrupted (--frontier memory keeps no state: it cannot be resumed)",
+                  file=sys.stderr)  # fmt: skip
+        else:
+            print(f"interrupted; resume with: skitter crawl --resume --out {out}", file=sys.stderr)
         return 130
     return 0
 
@@ -776,10 +803,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             settings = settings_from_args(args)
             if not settings.seeds:
                 raise ConfigError("no seeds: give SEED URLs or --seeds-file")
-            if getattr(args, "processes", None) is None:
-                from skitter.processes import default_processes
-
-                settings = replace(settings, processes=default_processes())
+            settings = _choose_processes(settings, getattr(args, "processes", None))
         from skitter.rules import ScopeRule
         from skitter.urls import canonicalize
 

@@ -121,7 +121,10 @@ def _worker_settings(settings: CrawlSettings, index: int, count: int) -> CrawlSe
         processes=1,
         quiet=True,
         resume=resume,
-        politeness=replace(p, concurrency=max(1, p.concurrency // count)),
+        # the total stays --concurrency (the first ones take the remainder; at least 1 each)
+        politeness=replace(
+            p, concurrency=max(1, p.concurrency // count + (index < p.concurrency % count))
+        ),
     )
 
 
@@ -285,13 +288,19 @@ class _Merger:
     @staticmethod
     def _copy(src: Path, start: int, end: int, dst: AppendFile) -> int:
         done = 0
-        fd = os.open(src, os.O_RDONLY)
+        try:
+            fd = os.open(src, os.O_RDONLY)
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, str(src)) from None
         try:
             while start + done < end:
                 data = os.pread(fd, min(COPY_CHUNK_BYTES, end - start - done), start + done)
                 if not data:
                     break
-                dst.write(data)
+                try:
+                    dst.write(data)
+                except OSError as exc:  # name the file: "File too large: .../pages.jsonl"
+                    raise OSError(exc.errno, exc.strerror, dst.path) from None
                 done += len(data)
         finally:
             os.close(fd)
@@ -413,6 +422,8 @@ def run_processes(
     count = settings.processes
     out_dir = Path(settings.out_dir)
     if settings.resume:
+        if settings.frontier == "memory":
+            raise StateError("a crawl with --frontier memory keeps no state and cannot resume")
         if not (out_dir / SHARDS_DIR).is_dir():
             raise StateError(f"{out_dir} holds no sharded crawl (shards/ missing)")
     else:

@@ -201,5 +201,6 @@ def check_resume_compatible(stored: CrawlSettings, given: CrawlSettings) -> None
         if get(stored) != get(given):
             raise StateError(
                 f"--{name} differs from the crawl being resumed "
-                f"({get(stored)!r} stored, {get(given)!r} given); scope and seeds cannot change"
+                f"({get(stored)!r} stored, {get(given)!r} given); what is crawled and the "
+                "number of processes cannot change on resume"
             )

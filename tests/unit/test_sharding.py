@@ -194,3 +194,42 @@ def test_shard_of_url_equals_shard_of_host_key(raw: str) -> None:
     assert url is not None
     for n in (2, 3, 5, 7):
         assert shard_of_url(url, n) == shard_of(host_key(url), n), (url, n)
+
+
+def test_worker_settings_share_the_concurrency_exactly(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from skitter.processes import _worker_settings
+    from skitter.settings import CrawlSettings
+
+    base = CrawlSettings(out_dir=str(tmp_path))
+    for total, n, shares in ((10, 3, [4, 3, 3]), (4, 3, [2, 1, 1]), (128, 2, [64, 64])):
+        s = replace(base, politeness=replace(base.politeness, concurrency=total))
+        got = [_worker_settings(s, k, n).politeness.concurrency for k in range(n)]
+        assert got == shares
+        assert _worker_settings(s, 0, n).out_dir == str(shard_dir(tmp_path, 0))
+
+
+def test_max_depth_crawls_default_to_one_process(capsys: pytest.CaptureFixture[str]) -> None:
+    from dataclasses import replace
+
+    from skitter.cli import _choose_processes
+    from skitter.processes import default_processes
+    from skitter.settings import CrawlSettings
+
+    plain = CrawlSettings(out_dir="x")
+    deep = replace(plain, scope=replace(plain.scope, max_depth=2))
+    assert _choose_processes(plain, None).processes == default_processes()
+    assert _choose_processes(deep, None).processes == 1  # exact BFS hop counts
+    assert _choose_processes(replace(deep, processes=2), 2).processes == 2
+    assert "--max-depth may keep out" in capsys.readouterr().err
+
+
+def test_a_memory_frontier_crawl_is_not_resumed(tmp_path: Path) -> None:
+    from skitter.errors import StateError
+    from skitter.processes import run_processes
+    from skitter.settings import CrawlSettings
+
+    s = CrawlSettings(out_dir=str(tmp_path), frontier="memory", processes=2, resume=True)
+    with pytest.raises(StateError, match="cannot resume"):
+        run_processes(s)
