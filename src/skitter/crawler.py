@@ -55,7 +55,7 @@ from skitter.politeness import next_allowed_at, parse_retry_after, retry_decisio
 from skitter.redirects import location_target
 from skitter.rules import Decision
 from skitter.settings import CrawlSettings
-from skitter.sharding import Handoff, ShardLink
+from skitter.sharding import Handoff, Meta, Outgoing, ShardLink
 from skitter.state import (
     CHECKPOINT_FILE,
     LINKS_FILE,
@@ -399,27 +399,30 @@ class Crawler:
 
     # ------------------------------------------------------------------ sharding
 
-    async def _add(self, reqs: Sequence[Request], *, force: bool = False) -> frozenset[str]:
+    async def _add(
+        self, reqs: Sequence[Request], *, force: bool = False, meta: Meta | None = None
+    ) -> frozenset[str]:
         """Queue ``reqs``: this process's hosts into its frontier, the others' handed off
-        (:mod:`skitter.sharding`). Returns the URLs queued: new to the local frontier, or
-        handed off (the owner's URL-seen test decides there)."""
+        (:mod:`skitter.sharding`, each with ``meta`` if given). Returns the URLs queued: new
+        to the local frontier, or handed off (the owner's URL-seen test decides there)."""
         c = self.components
         sh = self._sh
         if sh is None:
             return (await c.frontier.add(reqs, force=force)).added_urls
         h = sh.handoff
         local: list[Request] = []
-        away: dict[int, list[Request]] = {}
+        away: dict[int, list[Outgoing]] = {}
+        handed: set[str] = set()
         for r in reqs:
             j = h.owner_of_url(r.url)
             if j == h.index:
                 local.append(r)
             else:
-                away.setdefault(j, []).append(r)
+                away.setdefault(j, []).append((r, meta) if meta else r)
+                handed.add(r.url)
         if not away:
             return (await c.frontier.add(local, force=force)).added_urls
         h.send(away)
-        handed = {r.url for batch in away.values() for r in batch}
         if local:
             handed |= (await c.frontier.add(local, force=force)).added_urls
         return frozenset(handed)
@@ -451,12 +454,12 @@ class Crawler:
                 log.error("the coordinating process is gone: stopping")
                 self.abort()
                 return
-            reqs = sh.handoff.receive()
-            if reqs:
+            items = sh.handoff.receive_with_meta()
+            if items:
                 sh.idle = False
                 sh.receiving += 1
                 try:
-                    await self._admit_received(reqs)
+                    await self._admit_received(items)
                 finally:
                     sh.receiving -= 1
                 sh.gen += 1
@@ -498,22 +501,24 @@ class Crawler:
                 )
             )
 
-    async def _admit_received(self, reqs: Sequence[Request]) -> None:
-        """Queue requests handed off by other processes: this process owns their hosts, so
-        their trap budgets are spent here; a redirect continuation that is not queued ends
-        its chain with a record here (its origin belongs to the sender)."""
+    async def _admit_received(self, items: Sequence[tuple[Request, Meta | None]]) -> None:
+        """Queue requests handed off by other processes (with their meta): this process owns
+        their hosts, so their trap budgets are spent here; a redirect continuation that is
+        not queued ends its chain with a record here (its origin belongs to the sender)."""
         sh = self._sh
         assert sh is not None
         keep: list[Request] = []
+        metas: list[Meta | None] = []
         dropped: list[str] = []
-        for r in reqs:
+        for r, meta in items:
             trap = self._traps.admit(r.url)
             if trap is not None:
                 dropped.append(r.url)
                 if r.redirects:
-                    self._record_unfollowed(r, f"{trap.defence}: {trap.detail}")
+                    self._record_unfollowed(r, f"{trap.defence}: {trap.detail}", meta)
                 continue
             keep.append(r)
+            metas.append(meta)
         # journaled before anything else: a resume spends the budgets of admitted ones only
         sh.handoff.note_dropped(dropped)
         if not keep:
@@ -522,29 +527,32 @@ class Crawler:
         # the frontier enqueues the first request of a URL in a batch: every other one
         # ending a redirect chain (two chains to one target, read together) is recorded
         followed: set[str] = set()
-        for r in keep:
+        for r, meta in zip(keep, metas, strict=True):
             if r.url in added and r.url not in followed:
                 followed.add(r.url)
             elif r.redirects:
-                self._record_unfollowed(r, "already crawled or queued")
+                self._record_unfollowed(r, "already crawled or queued", meta)
 
-    def _record_unfollowed(self, req: Request, why: str) -> None:
-        """The record of a handed-off redirect chain whose last target is not fetched."""
+    def _record_unfollowed(self, req: Request, why: str, meta: Meta | None = None) -> None:
+        """The record of a handed-off redirect chain whose last target is not fetched; the
+        last 3xx response's fields come from the sender's ``meta``
+        (:func:`_redirect_meta`), as the sender would have recorded them."""
         sh = self._sh
         if sh is not None and req.requested_url in sh.replayed:
             return  # recorded before the crash this resume recovers from
         last = req.redirects[-1]
+        m = meta or {}
         rec = PageRecord(
             url=req.requested_url,
             final_url=last.url,
             status=last.status,
             depth=req.depth,
-            content_type=None,
-            bytes=0,
-            sha1=None,
-            fetched_at=iso_utc(time.time()),
-            elapsed_s=0.0,
-            attempts=1,
+            content_type=m.get("content_type"),
+            bytes=int(m.get("bytes") or 0),
+            sha1=m.get("sha1"),
+            fetched_at=str(m.get("fetched_at") or iso_utc(time.time())),
+            elapsed_s=float(m.get("elapsed_s") or 0.0),
+            attempts=int(m.get("attempts") or 1),
             redirects=list(req.redirects[:-1]),
             error=None,
             error_detail=f"redirect to {req.url} not followed: {why}",
@@ -891,7 +899,8 @@ class Crawler:
                 priority=req.priority,
                 check_only=check_only,
             )
-            added = await self._add([cont], force=force)
+            meta = _redirect_meta(resp, attempts) if self._is_foreign(canon) else None
+            added = await self._add([cont], force=force, meta=meta)
             decision = Decision.QUEUED.value if canon in added else Decision.SEEN.value
         row = LinkRow(req.url, canon, fragment, "", "redirect", False, decision)
         if decision == Decision.QUEUED.value:
@@ -1280,6 +1289,19 @@ class Crawler:
         if self._c is None:
             return
         atomic_write_json(self.out_dir / REPORT_FILE, self.report())
+
+
+def _redirect_meta(resp: Response, attempts: int) -> Meta:
+    """The pages.jsonl fields of a 3xx response whose chain continues in another process
+    (which records the chain if it does not follow it; :meth:`Crawler._record_unfollowed`)."""
+    return {
+        "content_type": resp.content_type,
+        "bytes": len(resp.body),
+        "sha1": hashlib.sha1(resp.body).hexdigest(),
+        "elapsed_s": resp.elapsed_s,
+        "attempts": attempts,
+        "fetched_at": iso_utc(time.time()),
+    }
 
 
 async def _maybe_await(value: object) -> None:

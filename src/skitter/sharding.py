@@ -40,8 +40,11 @@ __all__ = [
     "SHARDS_DIR",
     "Handoff",
     "IpSlots",
+    "Meta",
+    "Outgoing",
     "PageBudget",
     "ShardLink",
+    "decode_line",
     "decode_request",
     "encode_request",
     "shard_dir",
@@ -90,25 +93,35 @@ def shard_dir(out_dir: str | os.PathLike[str], index: int) -> Path:
     return Path(out_dir) / SHARDS_DIR / str(index)
 
 
-def encode_request(req: Request) -> bytes:
+#: What a hand-off line may carry beside its request: for a redirect continuation, the
+#: last 3xx response's pages.jsonl fields (content_type, bytes, sha1, elapsed_s, attempts,
+#: fetched_at), so that its owner can record the chain as the sender would have.
+Meta = dict[str, Any]
+#: An item of :meth:`Handoff.send`'s batches: a request, or a request with its meta.
+Outgoing = Request | tuple[Request, Meta]
+
+
+def encode_request(req: Request, meta: Meta | None = None) -> bytes:
     """One hand-off line: ``[url, depth, referer, origin_url, priority, check_only, hops]``
-    as compact JSON (``hops`` = ``[[url, status], ...]``), ending in ``\\n``."""
+    (and ``meta`` as an 8th element when given) as compact JSON (``hops`` =
+    ``[[url, status], ...]``), ending in ``\\n``."""
     hops = [[h.url, h.status] for h in req.redirects]
-    return (
-        json.dumps(
-            [req.url, req.depth, req.referer, req.origin_url, req.priority, req.check_only, hops],
-            ensure_ascii=False,
-            separators=(",", ":"),
-        ).encode("utf-8")
-        + b"\n"
-    )
+    fields: list[Any] = [
+        req.url, req.depth, req.referer, req.origin_url, req.priority, req.check_only, hops
+    ]  # fmt: skip
+    if meta:
+        fields.append(meta)
+    return json.dumps(fields, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
 
 
-def decode_request(line: bytes) -> Request | None:
-    """Inverse of :func:`encode_request`; None for a line that is not one (never raises)."""
+def decode_line(line: bytes) -> tuple[Request, Meta | None] | None:
+    """Inverse of :func:`encode_request`: (request, meta or None); None for a line that is
+    not one (never raises)."""
     try:
-        url, depth, referer, origin_url, priority, check_only, hops = json.loads(line)
-        return Request(
+        fields = json.loads(line)
+        url, depth, referer, origin_url, priority, check_only, hops = fields[:7]
+        meta = fields[7] if len(fields) > 7 and isinstance(fields[7], dict) else None
+        req = Request(
             url=str(url),
             depth=int(depth),
             referer=referer,
@@ -117,8 +130,15 @@ def decode_request(line: bytes) -> Request | None:
             priority=int(priority),
             check_only=bool(check_only),
         )
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, KeyError):
         return None
+    return req, meta
+
+
+def decode_request(line: bytes) -> Request | None:
+    """The request of a hand-off line (:func:`decode_line`), or None."""
+    got = decode_line(line)
+    return got[0] if got is not None else None
 
 
 class Handoff:
@@ -178,16 +198,22 @@ class Handoff:
         """The index of the process owning a canonical URL's host."""
         return shard_of_url(url, self.count)
 
-    def send(self, batches: dict[int, list[Request]]) -> None:
-        """Append each destination's requests to its outbox (one ``write()`` per destination).
+    def send(self, batches: dict[int, list[Outgoing]]) -> None:
+        """Append each destination's requests (each maybe with its :data:`Meta`) to its
+        outbox (one ``write()`` per destination).
 
         Raises:
             OSError: the write failed (nothing partial is left behind).
         """
-        for j, reqs in batches.items():
-            if reqs:
-                self._out[j].write(b"".join(encode_request(r) for r in reqs))
-                self.sent_requests += len(reqs)
+        for j, items in batches.items():
+            if items:
+                self._out[j].write(
+                    b"".join(
+                        encode_request(it) if isinstance(it, Request) else encode_request(*it)
+                        for it in items
+                    )
+                )
+                self.sent_requests += len(items)
 
     def sent(self) -> list[int]:
         """Bytes written to each outbox, by destination index (0 for this process)."""
@@ -198,14 +224,19 @@ class Handoff:
         return [self.consumed.get(k, 0) for k in range(self.count)]
 
     def receive(self) -> list[Request]:
+        """The requests of :meth:`receive_with_meta`."""
+        return [r for r, _ in self.receive_with_meta()]
+
+    def receive_with_meta(self) -> list[tuple[Request, Meta | None]]:
         """Read the complete lines that arrived in the inboxes since the last call.
 
         Returns:
-            The requests, inbox by inbox in source order (undecodable lines are skipped).
+            (request, meta) pairs, inbox by inbox in source order (undecodable lines are
+            skipped).
         Raises:
             OSError: an inbox exists but cannot be read.
         """
-        out: list[Request] = []
+        out: list[tuple[Request, Meta | None]] = []
         for k, path in self._in_paths.items():
             fd = self._in_fds.get(k)
             if fd is None:
@@ -221,9 +252,9 @@ class Handoff:
                 if end < 0:
                     break
                 for line in data[: end + 1].splitlines():
-                    req = decode_request(line)
-                    if req is not None:
-                        out.append(req)
+                    got = decode_line(line)
+                    if got is not None:
+                        out.append(got)
                 off += end + 1
                 if len(data) < READ_CHUNK_BYTES:
                     break

@@ -233,3 +233,17 @@ def test_a_memory_frontier_crawl_is_not_resumed(tmp_path: Path) -> None:
     s = CrawlSettings(out_dir=str(tmp_path), frontier="memory", processes=2, resume=True)
     with pytest.raises(StateError, match="cannot resume"):
         run_processes(s)
+
+
+def test_hand_off_line_carries_the_redirect_meta() -> None:
+    from skitter.sharding import decode_line
+
+    req = Request(url="http://b.test/x", origin_url="http://a.test/r",
+                  redirects=(Hop("http://a.test/r", 302),))  # fmt: skip
+    meta = {"content_type": "text/html", "bytes": 10, "sha1": "ab", "attempts": 1}
+    assert decode_line(encode_request(req, meta)) == (req, meta)
+    assert decode_line(encode_request(req)) == (req, None)
+    assert decode_line(b'["http://b.test/", 0, null, null, 0, false, [], "junk"]\n') == (
+        Request(url="http://b.test/"),
+        None,
+    )

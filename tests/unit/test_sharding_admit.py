@@ -44,8 +44,18 @@ async def test_two_redirect_chains_to_one_target_read_together_are_both_recorded
         )
         for i in (1, 2)
     ]
+    meta = {
+        "content_type": "text/html",
+        "bytes": 10,
+        "sha1": "d7dd" + "0" * 36,
+        "elapsed_s": 0.25,
+        "attempts": 2,
+        "fetched_at": "2026-11-30T12:00:00.000000Z",
+    }
     async with Crawler(settings, shard=link) as crawler:
-        await crawler._admit_received([*chains, Request(url=target, depth=1)])
+        await crawler._admit_received(
+            [(chains[0], None), (chains[1], meta), (Request(url=target, depth=1), None)]
+        )
         counts = await crawler.components.frontier.counts()
     records = [
         json.loads(line) for line in (shard_dir(out, 0) / "pages.jsonl").read_text().splitlines()
@@ -61,5 +71,14 @@ async def test_two_redirect_chains_to_one_target_read_together_are_both_recorded
             f"redirect to {target} not followed: already crawled or queued",
         )
     ]
+    # the sender's 3xx response fields, as one process would have recorded them
+    rec = records[0]
+    assert (rec["content_type"], rec["bytes"], rec["sha1"], rec["elapsed_s"]) == (
+        "text/html",
+        10,
+        "d7dd" + "0" * 36,
+        0.25,
+    )
+    assert (rec["attempts"], rec["fetched_at"]) == (2, "2026-11-30T12:00:00.000000Z")
     parent.close()
     child.close()
