@@ -212,15 +212,21 @@ _PLAIN_PREFIX_RE = re.compile(r"https?://[a-z0-9.\-]+(?::[0-9]+)?\Z")
 _ANY_BASE = "http://invalid/"
 
 
+def _authority_start(url: str) -> int:
+    """Index where the authority of an ``http://`` / ``https://`` URL starts, else -1."""
+    if url.startswith("http://"):
+        return 7
+    if url.startswith("https://"):
+        return 8
+    return -1
+
+
 @lru_cache(maxsize=1024)
 def _base_prefix(base: str) -> str | None:
     """``"scheme://host[:port]"`` of ``base`` when :func:`join` may resolve path-absolute
     hrefs against that prefix alone (``base`` starts with it and then a ``/``), else None."""
-    if base.startswith("http://"):
-        start = 7
-    elif base.startswith("https://"):
-        start = 8
-    else:
+    start = _authority_start(base)
+    if start < 0:
         return None
     p = base.find("/", start)
     if p < 0:
@@ -352,11 +358,8 @@ def _canon_once(url: str) -> tuple[str, str, bool] | None:
     href = _parse_href(url)
     if href is None:
         return None
-    if href.startswith("http://"):
-        start = 7
-    elif href.startswith("https://"):
-        start = 8
-    else:
+    start = _authority_start(href)
+    if start < 0:
         return None
     # ada serialises special URLs as scheme "://" authority path ["?" query] ["#" fragment];
     # '/', '?' and '#' are percent-encoded inside userinfo and path, so plain finds suffice.

@@ -66,9 +66,9 @@ def every_shard_recorded(out: Path) -> bool:
     return all(f.exists() and b"\n" in f.read_bytes() for f in files)
 
 
-def group_alive(pgid: int) -> list[int]:
-    """Pids of the live (not zombie) processes in process group ``pgid``."""
-    pids = []
+def live_processes() -> list[tuple[int, int, int]]:
+    """(pid, parent pid, process group) of every live (not zombie) process, from /proc."""
+    out = []
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
             continue
@@ -77,10 +77,14 @@ def group_alive(pgid: int) -> list[int]:
         except OSError:
             continue
         fields = stat[stat.rfind(")") + 2 :].split()
-        state, pgrp = fields[0], int(fields[2])
-        if pgrp == pgid and state not in ("Z", "X"):
-            pids.append(int(d.name))
-    return pids
+        if fields[0] not in ("Z", "X"):
+            out.append((int(d.name), int(fields[1]), int(fields[2])))
+    return out
+
+
+def group_alive(pgid: int) -> list[int]:
+    """Pids of the live (not zombie) processes in process group ``pgid``."""
+    return [p for p, _, g in live_processes() if g == pgid]
 
 
 async def wait_group_gone(pgid: int) -> None:
@@ -229,18 +233,7 @@ async def test_kill_9_before_the_processes_started_then_resume(site: Site, tmp_p
 
 def children(pid: int) -> list[int]:
     """Pids of the live child processes of ``pid``."""
-    out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = (d / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if int(fields[1]) == pid and fields[0] not in ("Z", "X"):
-            out.append(int(d.name))
-    return sorted(out)
+    return sorted(p for p, parent, _ in live_processes() if parent == pid)
 
 
 @pytest.mark.slow

@@ -92,15 +92,7 @@ class LinkRow:
 
     def to_line(self) -> str:
         """The row as one escaped, tab-separated line including the trailing ``\\n``."""
-        return _line(
-            self.source,
-            self.target,
-            self.fragment,
-            self.anchor,
-            self.kind,
-            self.nofollow,
-            self.decision,
-        )
+        return _line(*self.fields())
 
     def fields(self) -> tuple[str, str, str, str, str, bool, str]:
         """The 7 fields in file order (what :func:`format_rows` takes)."""
