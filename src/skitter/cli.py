@@ -766,10 +766,7 @@ def _check_links_command(args: argparse.Namespace) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except OSError as exc:
-        print(
-            f"skitter: error: {exc.strerror or exc}: {getattr(exc, 'filename', '') or ''}",
-            file=sys.stderr,
-        )
+        print(_os_error_line(exc), file=sys.stderr)
         return 2
     except Exception as exc:  # a bug: exit 2, never 1 ("broken links found")
         log.exception("internal error")
@@ -818,11 +815,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"interrupted; resume with: skitter crawl --resume --out {args.out}", file=sys.stderr)
         return 130
     except OSError as exc:
-        print(
-            f"skitter: error: {exc.strerror or exc}: {getattr(exc, 'filename', '') or ''}",
-            file=sys.stderr,
-        )
+        print(_os_error_line(exc), file=sys.stderr)
         return 2
+
+
+def _os_error_line(exc: OSError) -> str:
+    """The one-line message of an I/O error: "skitter: error: REASON: FILE" (no ": FILE"
+    when the error names none)."""
+    name = getattr(exc, "filename", None)
+    return f"skitter: error: {exc.strerror or exc}" + (f": {name}" if name else "")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -400,11 +400,17 @@ class Crawler:
     # ------------------------------------------------------------------ sharding
 
     async def _add(
-        self, reqs: Sequence[Request], *, force: bool = False, meta: Meta | None = None
+        self,
+        reqs: Sequence[Request],
+        *,
+        force: bool = False,
+        meta: Meta | None = None,
+        owners: Sequence[int] | None = None,
     ) -> frozenset[str]:
         """Queue ``reqs``: this process's hosts into its frontier, the others' handed off
-        (:mod:`skitter.sharding`, each with ``meta`` if given). Returns the URLs queued: new
-        to the local frontier, or handed off (the owner's URL-seen test decides there)."""
+        (:mod:`skitter.sharding`, each with ``meta`` if given; ``owners``: each request's
+        owning process if the caller knows it already). Returns the URLs queued: new to the
+        local frontier, or handed off (the owner's URL-seen test decides there)."""
         c = self.components
         sh = self._sh
         if sh is None:
@@ -413,8 +419,9 @@ class Crawler:
         local: list[Request] = []
         away: dict[int, list[Outgoing]] = {}
         handed: set[str] = set()
-        for r in reqs:
-            j = h.owner_of_url(r.url)
+        if owners is None:
+            owners = [h.owner_of_url(r.url) for r in reqs]
+        for r, j in zip(reqs, owners, strict=True):
             if j == h.index:
                 local.append(r)
             else:
@@ -1039,7 +1046,10 @@ class Crawler:
         c = self.components
         decide = c.scope.decide
         admit = self._traps.admit
-        foreign = self._is_foreign if self._sh is not None else None
+        # sharded: each queued URL's owner, found once (trap budgets are the owner's)
+        handoff = self._sh.handoff if self._sh is not None else None
+        owners: list[int] | None = [] if handoff is not None else None
+        owner = -1
         check = self.check
         link_filter = self.hooks.link_filter
         queued, seen_v = Decision.QUEUED, Decision.SEEN.value
@@ -1075,17 +1085,21 @@ class Crawler:
             if decision is queued and canon is not None:
                 if canon in pending or canon == source:
                     dec = seen_v
-                elif (foreign is None or not foreign(canon)) and (trap := admit(canon)) is not None:
+                elif (
+                    handoff is None or (owner := handoff.owner_of_url(canon)) == handoff.index
+                ) and (trap := admit(canon)) is not None:
                     dec = trap.decision.value
                 else:
                     pending[canon] = len(fields)
                     to_add.append(
                         Request(url=canon, depth=child_depth, referer=source, check_only=check_only)
                     )
+                    if owners is not None:
+                        owners.append(owner)
             target = canon if canon is not None else target_nofrag
             fields.append([source, target, fragment, link.anchor, link.kind, nofollow, dec])
         if to_add:
-            added = await self._add(to_add)
+            added = await self._add(to_add, owners=owners)
             for canon, idx in pending.items():
                 if canon not in added:
                     fields[idx][6] = seen_v

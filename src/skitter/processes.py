@@ -35,11 +35,11 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from skitter import __version__
 from skitter.errors import SkitterError, StateError
@@ -359,34 +359,41 @@ def merged_report(
 # ---------------------------------------------------------------------- coordination
 
 
+class _Status(NamedTuple):
+    """A crawler process's status message (see ``Crawler._send_status``)."""
+
+    kind: str  # "status"
+    seq: int
+    idle: bool
+    #: bytes written to each outbox / read from each inbox, by process index
+    sent: list[int]
+    read: list[int]
+    counters: dict[str, int]
+
+
 @dataclass(slots=True)
 class _Worker:
     index: int
     process: BaseProcess
     conn: Connection
-    #: latest ("status", seq, idle, sent, read, counters) message
-    status: tuple[Any, ...] | None = None
+    status: _Status | None = None
     result: dict[str, Any] | None = None
     error: tuple[str, int] | None = None
     exited: bool = False
-    counters: dict[str, int] = field(default_factory=dict)
 
 
 def _quiescent(workers: list[_Worker]) -> tuple[tuple[int, ...], tuple[Any, ...]] | None:
     """(status seqs, offsets) if every process reports idle and every byte handed off has
     been read by its owner; else None."""
-    sts = [w.status for w in workers]
-    if any(s is None or not s[2] for s in sts):
+    sts = [w.status for w in workers if w.status is not None and w.status.idle]
+    if len(sts) < len(workers):
         return None
-    n = len(workers)
+    n = len(sts)
     for k in range(n):
         for j in range(n):
-            if j != k and sts[k][3][j] != sts[j][4][k]:  # type: ignore[index]
+            if j != k and sts[k].sent[j] != sts[j].read[k]:
                 return None
-    return (
-        tuple(s[1] for s in sts),  # type: ignore[index]
-        tuple((tuple(s[3]), tuple(s[4])) for s in sts),  # type: ignore[index]
-    )
+    return tuple(s.seq for s in sts), tuple((tuple(s.sent), tuple(s.read)) for s in sts)
 
 
 def _lock_out_dir(out_dir: Path) -> int:
@@ -583,8 +590,7 @@ def _drain(w: _Worker) -> None:
             msg = w.conn.recv()
             kind = msg[0]
             if kind == "status":
-                w.status = msg
-                w.counters = msg[5]
+                w.status = _Status(*msg)
             elif kind == "done":
                 w.result = msg[1]
             elif kind == "error":
@@ -596,7 +602,7 @@ def _drain(w: _Worker) -> None:
 def _sum_counters(workers: list[_Worker], elapsed_s: float) -> dict[str, int]:
     total: dict[str, int] = {}
     for w in workers:
-        for k, v in w.counters.items():
+        for k, v in (w.status.counters if w.status is not None else {}).items():
             total[k] = total.get(k, 0) + int(v)
     total["elapsed_ms"] = int(elapsed_s * 1000)
     return total

@@ -183,16 +183,6 @@ class Handoff:
         self._dropped = AppendFile(dropped)
         #: bytes of each inbox already read (a line boundary), by source index
         self.consumed: dict[int, int] = dict.fromkeys(self._in_paths, 0)
-        self.sent_requests = 0
-        self.received_requests = 0
-
-    def owns(self, host: str) -> bool:
-        """True if this process owns ``host`` (a politeness key)."""
-        return shard_of(host, self.count) == self.index
-
-    def owner(self, host: str) -> int:
-        """The index of the process owning ``host``."""
-        return shard_of(host, self.count)
 
     def owner_of_url(self, url: str) -> int:
         """The index of the process owning a canonical URL's host."""
@@ -213,7 +203,6 @@ class Handoff:
                         for it in items
                     )
                 )
-                self.sent_requests += len(items)
 
     def sent(self) -> list[int]:
         """Bytes written to each outbox, by destination index (0 for this process)."""
@@ -259,7 +248,6 @@ class Handoff:
                 if len(data) < READ_CHUNK_BYTES:
                     break
             self.consumed[k] = off
-        self.received_requests += len(out)
         return out
 
     def note_dropped(self, urls: Iterable[str]) -> None:

@@ -217,23 +217,32 @@ class TrapGuard:
             self._dropped(verdict.defence, canonical_url)
             return verdict
         if query is not None and self._max_variants is not None:
-            key = _key(prefix + path)
-            q_fp = _key(query)
-            known = self._variants.get(key)
-            if known is None:
-                self._variants[key] = q_fp
-            elif isinstance(known, int):
-                if known != q_fp:
-                    if self._max_variants == 1:
-                        return self._drop_variant(canonical_url, 1)
-                    self._variants[key] = {known, q_fp}
-            elif q_fp not in known:
-                if len(known) >= self._max_variants:
-                    return self._drop_variant(canonical_url, len(known))
-                known.add(q_fp)
+            full = self._spend_variant(prefix + path, query, self._max_variants)
+            if full:
+                return self._drop_variant(canonical_url, full)
         if host_set is not None:
             host_set.add(url_fp)
         return None
+
+    def _spend_variant(self, path_key: str, query: str, limit: int | None) -> int:
+        """Count ``query`` as a variant of ``path_key`` (scheme + host + path); with
+        ``limit``, when the path already has that many other queries, count nothing and
+        return that number (the URL is a trap), else 0."""
+        key = _key(path_key)
+        q_fp = _key(query)
+        known = self._variants.get(key)
+        if known is None:
+            self._variants[key] = q_fp
+        elif isinstance(known, int):
+            if known != q_fp:
+                if limit == 1:
+                    return 1
+                self._variants[key] = {known, q_fp}
+        elif q_fp not in known:
+            if limit is not None and len(known) >= limit:
+                return len(known)
+            known.add(q_fp)
+        return 0
 
     def _drop_variant(self, canonical_url: str, n: int) -> TrapVerdict:
         verdict = TrapVerdict(
@@ -254,16 +263,7 @@ class TrapGuard:
         if host_set is not None:
             host_set.add(_key(canonical_url))
         if query is not None and self._max_variants is not None:
-            key = _key(prefix + path)
-            q_fp = _key(query)
-            known = self._variants.get(key)
-            if known is None:
-                self._variants[key] = q_fp
-            elif isinstance(known, int):
-                if known != q_fp:
-                    self._variants[key] = {known, q_fp}
-            else:
-                known.add(q_fp)
+            self._spend_variant(prefix + path, query, None)
 
     def _dropped(self, defence: str, url: str) -> None:
         self._counts[defence] += 1

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from skitter.models import Hop, Request
-from skitter.processes import _quiescent, _Worker
+from skitter.processes import _quiescent, _Status, _Worker
 from skitter.sharding import (
     Handoff,
     PageBudget,
@@ -156,7 +156,8 @@ def test_page_budget_across_real_processes() -> None:
 
 
 def _w(i: int, status: tuple[object, ...] | None) -> _Worker:
-    return _Worker(i, None, None, status=status)  # type: ignore[arg-type]
+    st = _Status(*status) if status is not None else None  # type: ignore[arg-type]
+    return _Worker(i, None, None, status=st)  # type: ignore[arg-type]
 
 
 def test_quiescent_needs_every_process_idle_and_every_byte_read() -> None:
