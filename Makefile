@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test test-fast lint bench clean
+.PHONY: install sysdeps demo test test-fast lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,13 +14,17 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# Debian packages the tests need (redis-server, chromium, nginx, wget), installed when missing
+sysdeps:
+	bash scripts/system-deps.sh
+
 demo: $(STAMP)
 	$(BIN)/python demo/run_demo.py
 
-test: $(STAMP)
+test: $(STAMP) sysdeps
 	$(BIN)/pytest -q -p no:cacheprovider
 
-test-fast: $(STAMP)
+test-fast: $(STAMP) sysdeps
 	$(BIN)/pytest -q -p no:cacheprovider -m "not slow"
 
 lint: $(STAMP)

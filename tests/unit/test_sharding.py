@@ -214,7 +214,7 @@ def test_worker_settings_share_the_concurrency_exactly(tmp_path: Path) -> None:
 def test_max_depth_crawls_default_to_one_process(capsys: pytest.CaptureFixture[str]) -> None:
     from dataclasses import replace
 
-    from skitter.cli import _choose_processes
+    from skitter.cli.crawl import _choose_processes
     from skitter.processes import default_processes
     from skitter.settings import CrawlSettings
 

@@ -1,0 +1,231 @@
+"""``skitter check-links``: flags, the check run and its report."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from skitter.cli.common import (
+    add_common_flags,
+    os_error_line,
+    positive_float,
+    regex,
+    settings_from_args,
+)
+from skitter.cli.progress import Progress, run_crawler
+from skitter.crawler import Crawler
+from skitter.errors import ConfigError, SkitterError, StateError
+from skitter.settings import (
+    CrawlSettings,
+)
+from skitter.state import check_resume_compatible, load_state
+
+log = logging.getLogger("skitter")
+
+
+def _statuses(text: str) -> frozenset[int]:
+    """``"429,999"`` -> {429, 999} (HTTP statuses 100..999)."""
+    out: set[int] = set()
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if not part.isdigit() or not 100 <= int(part) <= 999:
+            raise argparse.ArgumentTypeError(f"not an HTTP status: {part!r}")
+        out.add(int(part))
+    return frozenset(out)
+
+
+def add_parser(sub: Any) -> None:
+    """The ``check-links`` subcommand: the crawl flags plus the checker's own."""
+    from skitter.checklinks import FORMATS
+
+    c = sub.add_parser(
+        "check-links",
+        help="find broken links on a site and the pages they are on",
+        description=(
+            "Crawl the sites of the given URLs politely and check every link found: internal "
+            "pages are crawled, links to other hosts are checked once each (HEAD, GET "
+            "fallback). Exit code: 0 nothing broken, 1 broken links found, 2 usage or "
+            "runtime error, 130 interrupted (resumable with --out)."
+        ),
+        argument_default=argparse.SUPPRESS,
+    )
+    c.add_argument("seeds", nargs="*", metavar="URL", help="start URL (or bare domain name)")
+    c.add_argument("--seeds-file", metavar="FILE", help="file of start URLs, one a line")
+    c.add_argument(
+        "--out",
+        "-o",
+        metavar="DIR",
+        help="keep the check's state and journals here (default: a temporary folder, "
+        "removed at the end); a later check in DIR reuses external verdicts",
+    )
+    c.add_argument("--resume", action="store_true", help="continue the check stored in --out")
+    g = c.add_argument_group("checking")
+    g.add_argument(
+        "--check-resources",
+        action="store_true",
+        help="also check <img src>, srcset, <script src>, stylesheet/icon <link href>",
+    )
+    g.add_argument(
+        "--check-fragments",
+        dest="check_fragments",
+        action="store_true",
+        help="check page#name against the ids of internal pages (default: on)",
+    )
+    g.add_argument("--no-check-fragments", dest="check_fragments", action="store_false")
+    g.add_argument(
+        "--accept",
+        type=_statuses,
+        metavar="STATUS,...",
+        help="final statuses that count as ok, e.g. 429,999",
+    )
+    g.add_argument(
+        "--ignore",
+        action="append",
+        type=regex,
+        metavar="REGEX",
+        help="do not check URLs matching REGEX (reported as excluded)",
+    )
+    g.add_argument(
+        "--cache-age",
+        type=positive_float,
+        metavar="SECONDS",
+        help="reuse verdicts of external links from the previous check in --out DIR "
+        "up to this old, default 86400 (0 = never)",
+    )
+    g.add_argument("--format", choices=FORMATS, help="report format, default: text")
+    g.add_argument("--output", metavar="FILE", help="write the report to FILE (default: stdout)")
+    add_common_flags(c)
+
+
+def _prepare_check_dir(out: Path, settings: CrawlSettings, cache_age_s: float) -> list[Any]:
+    """For a new check in ``out``: take the reusable verdicts of the previous check there,
+    then clear its files. Raises StateError if ``out`` holds a crawl or an unfinished check."""
+    from skitter.checklinks import CHECK_FILES, CheckPolicy, collect_cache
+    from skitter.state import STATE_FILE, read_json
+    from skitter.urls import canonicalize
+
+    if not (out / STATE_FILE).exists():
+        return []  # new or foreign folder: the crawler's own checks apply
+    stored = load_state(out)
+    if not stored.check_links:
+        raise StateError(f"output folder {out} holds a crawl, not a link check")
+    report = read_json(out / "report.json") if (out / "report.json").exists() else {}
+    if report.get("stop_reason") in (None, "", "interrupted", "aborted"):
+        raise StateError(
+            f"output folder {out} holds an unfinished check; continue it with "
+            f"'skitter check-links --resume --out {out}' or choose another folder"
+        )
+    seeds = [u for u in (canonicalize(s) for s in settings.seeds) if u is not None]
+    cache = collect_cache(out, CheckPolicy(settings, seeds), cache_age_s, time.time())
+    for name in CHECK_FILES:
+        (out / name).unlink(missing_ok=True)
+    for warc in out.glob("*.warc.gz"):
+        warc.unlink()
+    return cache
+
+
+async def _check(settings: CrawlSettings, cache: list[Any]) -> tuple[bool, float]:
+    """Run the check's crawl; returns (interrupted, seconds)."""
+    progress = Progress(not settings.quiet and sys.stderr.isatty())
+    async with Crawler.from_settings(settings) as crawler:
+        if cache and crawler.check is not None:
+            crawler.check.set_cache(cache, Path(settings.out_dir))
+        snap, interrupted = await run_crawler(crawler, progress)
+    return interrupted, snap.elapsed_s
+
+
+def run(args: argparse.Namespace) -> int:
+    """``skitter check-links``: exit 0 nothing broken, 1 broken links, 2 error, 130 stopped."""
+    import shutil
+    import tempfile
+
+    from skitter.checklinks import format_report, load_report
+    from skitter.rules import ScopeRule
+    from skitter.urls import canonicalize
+
+    resume = bool(getattr(args, "resume", False))
+    temp: str | None = None
+    try:
+        if getattr(args, "out", None) is None:
+            if resume:
+                raise ConfigError("--resume needs --out DIR (the folder of the check)")
+            temp = tempfile.mkdtemp(prefix="skitter-check-")
+            args.out = str(Path(temp) / "check")
+        out = Path(args.out)
+        if getattr(args, "ignore", None):
+            args.exclude = [*(getattr(args, "exclude", None) or []), *args.ignore]
+        cache: list[Any] = []
+        if resume:
+            stored = load_state(out)
+            if not stored.check_links:
+                raise StateError(f"{out} holds a crawl, not a link check")
+            settings = settings_from_args(args, base=stored)
+            check_resume_compatible(stored, settings)
+        else:
+            settings = settings_from_args(args)
+            if not settings.seeds:
+                raise ConfigError("no URLs: give start URLs or --seeds-file")
+            settings = replace(
+                settings,
+                warc=False,
+                check_links=True,
+                check_resources=bool(getattr(args, "check_resources", False)),
+                check_fragments=bool(getattr(args, "check_fragments", True)),
+            )
+            cache = _prepare_check_dir(out, settings, getattr(args, "cache_age", 86400.0))
+        ScopeRule(settings.scope, [u for u in map(canonicalize, settings.seeds) if u])
+        interrupted, elapsed = asyncio.run(_check(settings, cache))
+        if interrupted:
+            if temp is None:
+                print(
+                    f"interrupted; resume with: skitter check-links --resume --out {out}",
+                    file=sys.stderr,
+                )
+            else:
+                print("interrupted (no --out: nothing kept)", file=sys.stderr)
+            return 130
+        report = load_report(
+            out,
+            accept=getattr(args, "accept", frozenset()),
+            check_fragments=settings.check_fragments,
+        )
+        text = format_report(report, getattr(args, "format", "text"))
+        target = getattr(args, "output", None)
+        if target is None:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        else:
+            Path(target).write_text(text, encoding="utf-8")
+        if not settings.quiet and (target is not None or not sys.stdout.isatty()):
+            s = report.summary
+            print(
+                f"{s['checked']:,} links checked in {elapsed:,.1f} s: {s['broken']:,} broken, "
+                f"{s['unverified']:,} unverified, {s['redirected']:,} redirected"
+                + (f"; report: {target}" if target else ""),
+                file=sys.stderr,
+            )
+        return 1 if report.summary["broken"] else 0
+    except SkitterError as exc:
+        print(f"skitter: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except OSError as exc:
+        print(os_error_line(exc), file=sys.stderr)
+        return 2
+    except Exception as exc:  # a bug: exit 2, never 1 ("broken links found")
+        log.exception("internal error")
+        print(f"skitter: internal error: {exc!r}", file=sys.stderr)
+        return 2
+    finally:
+        if temp is not None:
+            shutil.rmtree(temp, ignore_errors=True)

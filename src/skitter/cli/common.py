@@ -1,0 +1,366 @@
+"""Shared pieces of the command line: the one-line-error parser, flag types, the flags
+every crawling command takes, and settings built from parsed flags."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+from dataclasses import replace
+from typing import Any, NoReturn
+
+from skitter.errors import ConfigError
+from skitter.settings import (
+    CrawlSettings,
+    FetchSettings,
+    ScopeSettings,
+)
+
+__all__ = [
+    "Parser",
+    "add_common_flags",
+    "os_error_line",
+    "read_seeds",
+    "settings_from_args",
+]
+
+log = logging.getLogger("skitter")
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= v < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0: {text!r}")
+    return v
+
+
+def deadline(text: str) -> float:
+    """Seconds for a deadline: finite and > 0."""
+    v = positive_float(text)
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0 seconds: {text!r}")
+    return v
+
+
+def proxy(text: str) -> str:
+    """An http:// or https:// proxy URL with a host."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(text)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+        _ = parts.port
+    except ValueError:
+        ok = False
+    if not ok:
+        raise argparse.ArgumentTypeError(f"expected an http:// proxy URL, got {text!r}")
+    return text
+
+
+def positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0: {text!r}")
+    return v
+
+
+def at_least_one(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1: {text!r}")
+    return v
+
+
+def processes(text: str) -> int:
+    """``--processes``: 1 .. 4 x the cores (each process holds ~70 MB and a share of the
+    crawl; far more than the cores only adds memory and scheduling, never speed)."""
+    from skitter.processes import default_processes
+
+    v = at_least_one(text)
+    cap = 4 * default_processes()
+    if v > cap:
+        raise argparse.ArgumentTypeError(
+            f"at most {cap} (4 x the {cap // 4} cores of this machine): {text!r}"
+        )
+    return v
+
+
+def limit_or_off(text: str) -> int | None:
+    """A whole number >= 0 where 0 turns the limit off (None)."""
+    v = positive_int(text)
+    return v or None
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]i?b?|b)?\s*$", re.I)
+
+
+def size(text: str) -> int:
+    """Bytes from ``10485760``, ``10M``, ``10MiB``, ``512k`` (powers of 1024)."""
+    m = _SIZE.match(text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a size in bytes: {text!r} (e.g. 10485760 or 10MiB)")
+    n = float(m.group(1))
+    unit = (m.group(2) or "b").lower()[0]
+    mult = {"b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}[unit]
+    return int(n * mult)
+
+
+def header(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition(":")
+    if not sep or not name.strip() or any(c in name for c in " \t\r\n"):
+        raise argparse.ArgumentTypeError(f"expected 'Name: value', got {text!r}")
+    if any(c in text for c in "\r\n\0"):
+        raise argparse.ArgumentTypeError(f"control characters in header {text!r}")
+    return name.strip(), value.strip()
+
+
+def resolve(text: str) -> tuple[str, int, str]:
+    parts = text.split(":", 2)
+    if len(parts) != 3:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT:ADDR, got {text!r}")
+    host, port_s, addr = parts
+    try:
+        port = int(port_s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad port in --resolve {text!r}") from None
+    addr = addr.strip()
+    if addr.startswith("[") and addr.endswith("]"):
+        addr = addr[1:-1]
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(addr)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad address in --resolve {text!r}") from None
+    if not host or not 0 < port < 65536:
+        raise argparse.ArgumentTypeError(f"bad host or port in --resolve {text!r}")
+    return host.lower(), port, addr
+
+
+def regex(text: str) -> str:
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"bad regular expression {text!r}: {exc}") from None
+    return text
+
+
+def add_common_flags(c: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+    """Add the flags ``crawl`` and ``check-links`` share (scope, politeness, fetching,
+    output); returns the "output" group so that a command can add its own there."""
+    g = c.add_argument_group("scope")
+    g.add_argument("--scope", choices=["host", "domain", "any"], help="default: host")
+    g.add_argument("--include", action="append", type=regex, metavar="REGEX")
+    g.add_argument("--exclude", action="append", type=regex, metavar="REGEX")
+    g.add_argument("--max-depth", type=positive_int, metavar="N", help="hops from a seed")
+    g.add_argument(
+        "--max-pages",
+        type=at_least_one,
+        metavar="N",
+        help="stop after N records with a 2xx status",
+    )
+    g.add_argument("--max-links-per-page", type=positive_int, metavar="N")
+    g.add_argument("--max-seed-links", type=positive_int, metavar="N")
+    g.add_argument("--max-url-length", type=at_least_one, metavar="N", help="default: 2048")
+    g.add_argument("--follow-nofollow", action="store_true")
+    g.add_argument(
+        "--max-pages-per-host",
+        type=at_least_one,
+        metavar="N",
+        help="queue at most N distinct URLs per host (links.tsv decision 'limit')",
+    )
+    g.add_argument(
+        "--max-path-depth",
+        type=limit_or_off,
+        metavar="N",
+        help="drop URLs with more path segments as traps, default 32 (0 = off)",
+    )
+    g.add_argument(
+        "--max-query-variants-per-path",
+        type=limit_or_off,
+        metavar="N",
+        help="queue at most N distinct queries per scheme+host+path, default 100 (0 = off)",
+    )
+    g.add_argument(
+        "--max-segment-repeats",
+        type=limit_or_off,
+        metavar="N",
+        help="drop URLs with a path segment repeated more than N times, default 2 (0 = off)",
+    )
+    g = c.add_argument_group("politeness")
+    g.add_argument("--delay", type=positive_float, metavar="SECONDS", help="per host, default 1.0")
+    g.add_argument("--host-concurrency", type=at_least_one, metavar="N", help="default: 1")
+    g.add_argument("--ip-concurrency", type=at_least_one, metavar="N", help="default: 4")
+    g.add_argument("--concurrency", type=at_least_one, metavar="N", help="default: 64")
+    g.add_argument("--retries", type=positive_int, metavar="N", help="default: 2")
+    g.add_argument("--ignore-robots", action="store_true", help="only for your own site")
+    g.add_argument("--robots-retry", type=positive_float, metavar="SECONDS", help="default: 60")
+    g.add_argument(
+        "--max-crawl-delay",
+        type=positive_float,
+        metavar="SECONDS",
+        help="cap on robots.txt Crawl-delay, default 30",
+    )
+    g = c.add_argument_group("fetching")
+    g.add_argument(
+        "--timeout",
+        type=deadline,
+        metavar="SECONDS",
+        help="whole-fetch deadline, default 30",
+    )
+    g.add_argument("--max-body", type=size, metavar="BYTES", help="decoded size cap, default 10MiB")
+    g.add_argument("--user-agent", metavar="UA")
+    g.add_argument("--header", action="append", type=header, metavar="'Name: value'")
+    g.add_argument("--proxy", type=proxy, metavar="URL")
+    g.add_argument("--resolve", action="append", type=resolve, metavar="HOST:PORT:ADDR")
+    g.add_argument(
+        "--resolve-only",
+        action="store_true",
+        help="names not given with --resolve fail without any DNS query",
+    )
+    g.add_argument(
+        "--allow-private", action="store_true", help="allow links to loopback/private addresses"
+    )
+    g = c.add_argument_group("output")
+    g.add_argument("--frontier", choices=["sqlite", "memory"], help="default: sqlite")
+    g.add_argument(
+        "--quiet", "-q", action="store_true", help="no progress display and no end summary"
+    )
+    g.add_argument("--verbose", "-v", action="store_true", help="log more to stderr")
+    return g
+
+
+def read_seeds(args: argparse.Namespace) -> list[str]:
+    raw: list[str] = list(getattr(args, "seeds", []) or [])
+    path = getattr(args, "seeds_file", None)
+    if path is not None:
+        try:
+            with open(path, encoding="utf-8-sig") as fh:
+                lines = fh.read().splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read seeds file {path}: {exc}") from None
+        from_file = [t for t in (line.strip() for line in lines) if t and not t.startswith("#")]
+        if not from_file:
+            raise ConfigError(f"seeds file {path} has no seeds")
+        raw.extend(from_file)
+    from skitter.urls import canonicalize
+
+    seeds = []
+    for s in raw:
+        # a bare name means https://NAME/ ; a bare name with a path keeps its path
+        url = s if "://" in s else f"https://{s}" if "/" in s else f"https://{s}/"
+        if canonicalize(url) is None:
+            raise ConfigError(f"not an http(s) URL or domain name: {s!r}")
+        seeds.append(url)
+    return seeds
+
+
+def settings_from_args(
+    args: argparse.Namespace, base: CrawlSettings | None = None
+) -> CrawlSettings:
+    """Settings from parsed flags; on resume ``base`` (the stored settings) fills the rest.
+
+    Raises:
+        ConfigError: no seeds for a new crawl, unreadable seeds file, bad seed.
+    """
+    a: dict[str, Any] = vars(args)
+    given = set(a)
+    b = base or CrawlSettings(out_dir=a["out"])
+
+    def pick(name: str, current: Any) -> Any:
+        return a[name] if name in given else current
+
+    seeds = (
+        read_seeds(args)
+        if ({"seeds", "seeds_file"} & given and (a.get("seeds") or a.get("seeds_file")))
+        else list(b.seeds)
+    )
+    fetch = b.fetch
+    resolve = dict(fetch.resolve)
+    if "resolve" in given:
+        resolve = {(h, p): addr for h, p, addr in a["resolve"]}
+    fetch = FetchSettings(
+        user_agent=pick("user_agent", fetch.user_agent),
+        headers=tuple(a["header"]) if "header" in given else fetch.headers,
+        timeout_s=pick("timeout", fetch.timeout_s),
+        connect_timeout_s=min(fetch.connect_timeout_s, pick("timeout", fetch.timeout_s)),
+        read_timeout_s=min(fetch.read_timeout_s, pick("timeout", fetch.timeout_s)),
+        max_body_bytes=pick("max_body", fetch.max_body_bytes),
+        max_redirects=fetch.max_redirects,
+        proxy=pick("proxy", fetch.proxy),
+        resolve=resolve,
+        resolve_only=pick("resolve_only", fetch.resolve_only),
+        dns_cache_ttl_s=fetch.dns_cache_ttl_s,
+        allow_private=pick("allow_private", fetch.allow_private),
+    )
+    if not fetch.user_agent.strip():
+        raise ConfigError("--user-agent must not be empty")
+    p = b.politeness
+    politeness = replace(
+        p,
+        delay_s=pick("delay", p.delay_s),
+        host_concurrency=pick("host_concurrency", p.host_concurrency),
+        ip_concurrency=pick("ip_concurrency", p.ip_concurrency),
+        concurrency=pick("concurrency", p.concurrency),
+        retries=pick("retries", p.retries),
+        ignore_robots=pick("ignore_robots", p.ignore_robots),
+        robots_retry_s=pick("robots_retry", p.robots_retry_s),
+        max_crawl_delay_s=pick("max_crawl_delay", p.max_crawl_delay_s),
+    )
+    sc = b.scope
+    scope = ScopeSettings(
+        scope=pick("scope", sc.scope),
+        include=tuple(a["include"]) if "include" in given else sc.include,
+        exclude=tuple(a["exclude"]) if "exclude" in given else sc.exclude,
+        max_depth=pick("max_depth", sc.max_depth),
+        max_links_per_page=pick("max_links_per_page", sc.max_links_per_page),
+        max_seed_links=pick("max_seed_links", sc.max_seed_links),
+        max_url_length=pick("max_url_length", sc.max_url_length),
+        follow_nofollow=pick("follow_nofollow", sc.follow_nofollow),
+        max_pages_per_host=pick("max_pages_per_host", sc.max_pages_per_host),
+        max_path_depth=pick("max_path_depth", sc.max_path_depth),
+        max_query_variants_per_path=pick(
+            "max_query_variants_per_path", sc.max_query_variants_per_path
+        ),
+        max_segment_repeats=pick("max_segment_repeats", sc.max_segment_repeats),
+    )
+    return CrawlSettings(
+        out_dir=a["out"],
+        seeds=tuple(seeds),
+        fetch=fetch,
+        politeness=politeness,
+        scope=scope,
+        frontier=pick("frontier", b.frontier),
+        max_pages=pick("max_pages", b.max_pages),
+        warc=not a["no_warc"] if "no_warc" in given else b.warc,
+        warc_max_bytes=b.warc_max_bytes,
+        quiet=pick("quiet", False),
+        resume=bool(a.get("resume", False)),
+        check_links=b.check_links,
+        check_resources=b.check_resources,
+        check_fragments=b.check_fragments,
+        processes=pick("processes", b.processes),
+    )
+
+
+def os_error_line(exc: OSError) -> str:
+    """The one-line message of an I/O error: "skitter: error: REASON: FILE" (no ": FILE"
+    when the error names none)."""
+    name = getattr(exc, "filename", None)
+    return f"skitter: error: {exc.strerror or exc}" + (f": {name}" if name else "")

@@ -1,0 +1,169 @@
+"""``skitter crawl``: flags, one process or ``--processes N``, the end summary."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from skitter.cli.common import add_common_flags, os_error_line, processes, settings_from_args
+from skitter.cli.progress import Progress, run_crawler
+from skitter.crawler import Crawler
+from skitter.errors import ConfigError, SkitterError
+from skitter.settings import (
+    CrawlSettings,
+)
+from skitter.state import check_resume_compatible, load_state
+from skitter.stats import StatsSnapshot
+
+
+def add_parser(sub: Any) -> None:
+    """Register the ``crawl`` subcommand."""
+    S = argparse.SUPPRESS
+    c = sub.add_parser(
+        "crawl",
+        help="crawl from seed URLs, write WARC, pages.jsonl, links.tsv, report.json",
+        description="Crawl politely from seeds; the output folder also holds the resumable state.",
+        epilog="exit codes: 0 done (or --max-pages reached); 2 bad flags, seeds or output "
+        "folder; 130 interrupted (resume with --resume --out DIR)",
+        argument_default=S,
+    )
+    c.add_argument("seeds", nargs="*", metavar="SEED", help="seed URL or bare domain name")
+    c.add_argument("--seeds-file", metavar="FILE", help="file of seed URLs or domains, one a line")
+    c.add_argument("--out", "-o", metavar="DIR", required=True, help="output folder")
+    c.add_argument("--resume", action="store_true", help="continue the crawl stored in --out")
+    out = add_common_flags(c)
+    out.add_argument("--no-warc", action="store_true", help="do not write WARC files")
+    out.add_argument(
+        "--processes",
+        type=processes,
+        metavar="N",
+        help="crawler processes, each owning the hosts that hash to it "
+        "(default: the number of cores; fixed for the life of a crawl)",
+    )
+
+
+async def _crawl(settings: CrawlSettings) -> int:
+    progress = Progress(not settings.quiet and sys.stderr.isatty())
+    async with Crawler.from_settings(settings) as crawler:
+        snap, interrupted = await run_crawler(crawler, progress)
+        stop_reason = crawler.stop_reason
+    return _summary(settings, snap, stop_reason, interrupted)
+
+
+def _choose_processes(settings: CrawlSettings, given: int | None) -> CrawlSettings:
+    """The number of processes of a new crawl: ``--processes``, else the cores, except with
+    ``--max-depth``: hop counts are exact (breadth-first) in one process only."""
+    from skitter.processes import default_processes
+
+    if given is None:
+        n = 1 if settings.scope.max_depth is not None else default_processes()
+        return replace(settings, processes=n)
+    if given > 1 and settings.scope.max_depth is not None:
+        print(
+            "skitter: warning: with --processes > 1 a URL's depth is counted along the path by "
+            "which its process first learned of it, which can be longer than the shortest: "
+            "--max-depth may keep out a few pages a single process would crawl",
+            file=sys.stderr,
+        )
+    return settings
+
+
+def _summary(
+    settings: CrawlSettings, snap: StatsSnapshot, stop_reason: str, interrupted: bool
+) -> int:
+    """Print the end-of-crawl lines (unless quiet); returns 130 if interrupted, else 0."""
+    out = Path(settings.out_dir)
+    if not settings.quiet:
+        v = snap.by_verdict
+        print(
+            f"{snap.records:,} pages: {v.get('ok', 0):,} ok, {v.get('broken', 0):,} broken, "
+            f"{v.get('unverified', 0):,} unverified, {v.get('redirected', 0):,} redirected "
+            f"({snap.errors:,} without a response); {snap.robots_disallowed:,} more URLs "
+            f"blocked by robots.txt; {snap.elapsed_s:,.1f} s = {snap.pages_per_s:,.1f} pages/s"
+        )
+        if stop_reason == "max_pages":
+            print(f"stopped at --max-pages {settings.max_pages} (2xx pages); more were queued")
+        print(f"output: {out}/ (pages.jsonl, links.tsv, report.json, *.warc.gz)")
+    if interrupted:
+        if settings.frontier == "memory":
+            print("interrupted (--frontier memory keeps no state: it cannot be resumed)",
+                  file=sys.stderr)  # fmt: skip
+        else:
+            print(f"interrupted; resume with: skitter crawl --resume --out {out}", file=sys.stderr)
+        return 130
+    return 0
+
+
+def _crawl_processes(settings: CrawlSettings) -> int:
+    """``crawl`` with ``--processes`` > 1 (:mod:`skitter.processes`), progress on a TTY."""
+    from skitter.processes import run_processes
+
+    live: Any = None
+    on_status = None
+    if not settings.quiet and sys.stderr.isatty():
+        from rich.console import Console
+        from rich.live import Live
+
+        def on_status(t: dict[str, int]) -> None:
+            nonlocal live
+            if live is None:
+                live = Live("", console=Console(stderr=True), auto_refresh=False, transient=True)
+                live.start()
+            rate = t.get("records", 0) / max(t.get("elapsed_ms", 0) / 1000, 1e-9)
+            live.update(
+                f"pages {t.get('records', 0):,}  ok {t.get('ok', 0):,}  {rate:,.1f} pages/s  "
+                f"in flight {t.get('inflight', 0):,}  hosts {t.get('hosts', 0):,}  "
+                f"errors {t.get('errors', 0):,}  robots-blocked "
+                f"{t.get('robots_disallowed', 0):,}  ({settings.processes} processes)",
+                refresh=True,
+            )
+
+    try:
+        outcome = run_processes(settings, on_status=on_status)
+    finally:
+        if live is not None:
+            live.stop()
+    if outcome.error is not None:
+        print(f"skitter: error: {outcome.error}", file=sys.stderr)
+        if outcome.exit_code == 2:
+            return 2
+        print(
+            f"the crawl stopped; resume with: skitter crawl --resume --out {settings.out_dir}",
+            file=sys.stderr,
+        )
+        return 1
+    return _summary(settings, outcome.snapshot, outcome.stop_reason, outcome.interrupted)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``skitter crawl``; returns the exit code."""
+    try:
+        if getattr(args, "resume", False):
+            stored = load_state(Path(args.out))
+            settings = settings_from_args(args, base=stored)
+            check_resume_compatible(stored, settings)
+        else:
+            settings = settings_from_args(args)
+            if not settings.seeds:
+                raise ConfigError("no seeds: give SEED URLs or --seeds-file")
+            settings = _choose_processes(settings, getattr(args, "processes", None))
+        from skitter.rules import ScopeRule
+        from skitter.urls import canonicalize
+
+        ScopeRule(settings.scope, [u for u in map(canonicalize, settings.seeds) if u])
+        if settings.processes > 1:
+            return _crawl_processes(settings)
+        return asyncio.run(_crawl(settings))
+    except SkitterError as exc:
+        print(f"skitter: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"interrupted; resume with: skitter crawl --resume --out {args.out}", file=sys.stderr)
+        return 130
+    except OSError as exc:
+        print(os_error_line(exc), file=sys.stderr)
+        return 2
