@@ -55,7 +55,7 @@ def _gzipped(body: str):  # type: ignore[no-untyped-def]
     return h
 
 
-def build_site() -> "ProxySite":
+def build_site() -> ProxySite:
     """The site (not started)."""
     s = ProxySite()
     for path, body in PAGES.items():
@@ -79,5 +79,6 @@ class ProxySite(Site):
             from yarl import URL
 
             url = URL(raw, encoded=True)
-            request = request.clone(rel_url=url.relative(), headers={**request.headers, "Host": url.host or ""})
+            headers = {**request.headers, "Host": url.host or ""}
+            request = request.clone(rel_url=url.relative(), headers=headers)
         return await super()._handle(request)

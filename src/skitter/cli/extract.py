@@ -53,9 +53,7 @@ def add_parser(sub: Any) -> None:
         metavar="BYTES",
         help="decoded body bytes parsed per record (default 10M)",
     )
-    c.add_argument(
-        "--strict", action="store_true", help="exit 1 when damaged records were skipped"
-    )
+    c.add_argument("--strict", action="store_true", help="exit 1 when damaged records were skipped")
 
 
 def run(args: argparse.Namespace) -> int:

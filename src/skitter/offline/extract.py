@@ -238,8 +238,15 @@ def _page_rows(
         else:
             target_nofrag, fragment = link.raw, ""
         rows.append(
-            [url, canon if canon is not None else target_nofrag, fragment, link.anchor,
-             link.kind, nofollow, dec]
+            [
+                url,
+                canon if canon is not None else target_nofrag,
+                fragment,
+                link.anchor,
+                link.kind,
+                nofollow,
+                dec,
+            ]
         )
     return rows
 
@@ -411,9 +418,7 @@ def _resolve_revisits(
                 loc = where.get(obj["refers_to"]) or where.get(obj["digest"])
                 orig = None
                 if loc is not None:
-                    orig = _read_at(
-                        paths[loc[0]], loc[1], loc[2], options.max_body_bytes + 65536
-                    )
+                    orig = _read_at(paths[loc[0]], loc[1], loc[2], options.max_body_bytes + 65536)
                 op = payload_of(orig, max_body_bytes=options.max_body_bytes) if orig else None
                 if op is None:
                     result.revisits_unresolved += 1
@@ -422,7 +427,9 @@ def _resolve_revisits(
                 else:
                     result.revisits_resolved += 1
                     headers = obj["headers"] or op.headers
-                    ct = headers.get("content-type") or ([op.content_type] if op.content_type else [])
+                    ct = headers.get("content-type") or (
+                        [op.content_type] if op.content_type else []
+                    )
                     p = HttpPayload(
                         status=obj["status"] if obj["status"] is not None else op.status,
                         headers=headers,
@@ -448,8 +455,9 @@ def _add(result: ExtractResult, out: _FileOut, hosts: dict[str, str]) -> None:
         hosts.setdefault(hk, url)
 
 
-def _copy_links(src: str, dst: Any, rescope: Callable[[str], bool] | None,
-                decisions: Counter[str]) -> None:
+def _copy_links(
+    src: str, dst: Any, rescope: Callable[[str], bool] | None, decisions: Counter[str]
+) -> None:
     """Append a part's rows to links.tsv; without seeds, re-decide scope post hoc."""
     with open(src, encoding="utf-8", errors="replace") as f:
         if rescope is None:

@@ -189,7 +189,9 @@ class _Source:
                 off = self.members[-1].offset
                 self.dec = None
                 self._resync(1)
-                raise _Damaged(off, f"corrupt gzip data ({exc}); skipped to the next member")
+                raise _Damaged(
+                    off, f"corrupt gzip data ({exc}); skipped to the next member"
+                ) from None
             if self.dec.eof:
                 rest = self.dec.unused_data
                 self.dec = None
