@@ -65,7 +65,9 @@ def _records() -> list[bytes]:
             extra={"WARC-Payload-Digest": sha1_b32(gz_b)},
         ),
         response(f"{W}/c", BODIES["/c"].encode(), [*HTML, ("Transfer-Encoding", "chunked")]),
-        response(f"{W}/d", brotli.compress(BODIES["/d"].encode()), [*HTML, ("Content-Encoding", "br")]),
+        response(
+            f"{W}/d", brotli.compress(BODIES["/d"].encode()), [*HTML, ("Content-Encoding", "br")]
+        ),
         response(f"{W}/e", PNG, [("Content-Type", "image/png")]),
         record("resource", f"{W}/f", BODIES["/f"].encode(), content_type="text/html"),
         record(
