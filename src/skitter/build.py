@@ -17,6 +17,7 @@ from skitter.fetch.aiohttp import AiohttpFetcher
 from skitter.frontier.base import Frontier
 from skitter.links import extract
 from skitter.models import Page, Response
+from skitter.offline.cdxj import CrawlIndexer, index_missing
 from skitter.robots import product_token
 from skitter.robots_cache import RobotsCache
 from skitter.rules import ScopeRule
@@ -147,6 +148,8 @@ async def build_components(
             PagesWriter.repair(str(out_dir / PAGES_FILE))
             LinksWriter.repair(str(out_dir / LINKS_FILE))
             WarcWriter.repair(str(warc_dir or out_dir), prefix=warc_prefix)
+            if settings.warc:  # CDXJ of files a killed crawl left unindexed
+                index_missing(str(warc_dir or out_dir), warc_prefix)
         fetcher = AiohttpFetcher(
             settings.fetch, concurrency=p.concurrency, host_concurrency=p.host_concurrency
         )
@@ -174,6 +177,7 @@ async def build_components(
             is_part_of="skitter",
             max_bytes=settings.warc_max_bytes,
             software=f"Skitter/{__version__}",
+            on_file_done=CrawlIndexer(),
         )
         if settings.warc
         else None

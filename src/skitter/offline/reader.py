@@ -66,6 +66,7 @@ class Record:
         content_length: the block's size in bytes as the header says.
         dropped: block bytes read past ``keep_bytes`` and not kept.
         multi: the record shares its gzip member with another record (whole-file gzip).
+        header_bytes: bytes of the version line, named fields and the empty line after them.
     """
 
     offset: int
@@ -76,6 +77,7 @@ class Record:
     content_length: int
     dropped: int = 0
     multi: bool = False
+    header_bytes: int = 0
 
     @property
     def type(self) -> str:
@@ -416,4 +418,5 @@ class WarcReader:
             content_length=length,
             dropped=dropped,
             multi=member.records > 1 or inner > 0,
+            header_bytes=size,
         )
