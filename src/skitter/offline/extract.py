@@ -34,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -62,6 +63,8 @@ __all__ = ["ExtractOptions", "ExtractResult", "check_warc", "extract_warcs"]
 
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})  # as the crawler's
 _PAGE_TYPES = frozenset({"response", "resource", "revisit"})
+_MEMO_SIZE = 1 << 17
+_AUTHORITY_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([^/?#]*)")
 _POST_HOC = frozenset({Decision.QUEUED.value, Decision.NOFOLLOW.value, Decision.TRAP.value})
 
 
@@ -186,15 +189,26 @@ class _Decider:
         self.rule = ScopeRule(settings, options.seeds)
         self.traps = TrapGuard(settings)
 
+        # pages repeat their navigation links: decisions are pure, remember the recent ones
+        self._memo: dict[tuple[str | None, bool], tuple[str, str | None]] = {}
+
     def decide(self, url: str | None, nofollow: bool) -> tuple[str, str | None]:
+        key = (url, nofollow)
+        got = self._memo.get(key)
+        if got is not None:
+            return got
         decision, canon = self.rule.decide(
             url, depth=1, nofollow=nofollow, index=0, is_seed_page=False
         )
+        got = (decision.value, canon)
         if decision is Decision.QUEUED and canon is not None:
             trap = self.traps.admit(canon)
             if trap is not None:
-                return trap.decision.value, canon
-        return decision.value, canon
+                got = (trap.decision.value, canon)
+        if len(self._memo) >= _MEMO_SIZE:
+            self._memo.clear()
+        self._memo[key] = got
+        return got
 
 
 @dataclass(slots=True)
@@ -455,6 +469,30 @@ def _add(result: ExtractResult, out: _FileOut, hosts: dict[str, str]) -> None:
         hosts.setdefault(hk, url)
 
 
+def _authority(url: str) -> str:
+    m = _AUTHORITY_RE.match(url)
+    return m.group(1) if m else url
+
+
+def _scope_test(rule: ScopeRule, settings: ScopeSettings) -> Callable[[str], bool]:
+    """``rule.in_scope``, remembered per authority when no include/exclude pattern applies
+    (then scope depends on the host alone)."""
+    if settings.include or settings.exclude:
+        return rule.in_scope
+    memo: dict[str, bool] = {}
+
+    def test(url: str) -> bool:
+        auth = _authority(url)
+        got = memo.get(auth)
+        if got is None:
+            got = memo[auth] = rule.in_scope(url)
+            if len(memo) > _MEMO_SIZE:
+                memo.clear()
+        return got
+
+    return test
+
+
 def _copy_links(
     src: str, dst: Any, rescope: Callable[[str], bool] | None, decisions: Counter[str]
 ) -> None:
@@ -529,8 +567,7 @@ def extract_warcs(
             _resolve_revisits(paths, str(part_dir), options, result, rl, rp, hosts)
         rescope: Callable[[str], bool] | None = None
         if not options.seeds:
-            rule = ScopeRule(options.scope, list(hosts.values()))
-            rescope = rule.in_scope
+            rescope = _scope_test(ScopeRule(options.scope, list(hosts.values())), options.scope)
         for i in range(len(paths)):
             _copy_links(str(part_dir / f"{i:06d}.links"), links_f, rescope, result.decisions)
             with open(part_dir / f"{i:06d}.pages", encoding="utf-8", errors="replace") as pf:
