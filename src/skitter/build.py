@@ -55,11 +55,15 @@ class Components:
     bot_token: str | None = None
     extract_resources: bool = False
     extract_ids: bool = False
+    #: False (``skitter fetch``): the page parser finds nothing, pages are not parsed.
+    extract_links: bool = True
 
     def extract(
         self, body: bytes, url: str, content_type: str | None, x_robots: Sequence[str]
     ) -> Page:
         """Parse an HTML body into a Page (links in document order)."""
+        if not self.extract_links:
+            return Page(base_url=url)
         return extract(
             body,
             url,
@@ -195,4 +199,5 @@ async def build_components(
         bot_token=product_token(settings.fetch.user_agent),
         extract_resources=settings.check_links and settings.check_resources,
         extract_ids=settings.check_fragments,
+        extract_links=settings.extract_links,
     )
