@@ -130,8 +130,9 @@ def _worker_settings(settings: CrawlSettings, index: int, count: int) -> CrawlSe
 
 async def _worker_crawl(settings: CrawlSettings, link: ShardLink) -> dict[str, Any]:
     from skitter.crawler import Crawler
+    from skitter.shard_peers import ShardPeers
 
-    async with Crawler(settings, shard=link) as crawler:
+    async with Crawler(settings, peers=ShardPeers(link)) as crawler:
         await crawler.run()
         return {"stop_reason": crawler.stop_reason, "finished": crawler.finished}
 
