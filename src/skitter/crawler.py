@@ -69,10 +69,8 @@ class Crawler:
         peers: the other processes of the crawl (default: none,
             :class:`skitter.peers.Alone`; ``--processes``:
             :class:`skitter.shard_peers.ShardPeers`).
-
-    Attributes:
-        policy: the mode's lease policy (:func:`skitter.build.lease_policy`; link checking:
-            :class:`skitter.checklinks.CheckPolicy`).
+        policy: the mode's lease policy (default: :func:`skitter.build.lease_policy` of
+            ``settings``; link checking: :class:`skitter.checklinks.CheckPolicy`).
 
     Raises (on enter): :class:`skitter.errors.StateError` for an unusable output folder,
     :class:`skitter.errors.ConfigError` for bad settings.
@@ -85,6 +83,7 @@ class Crawler:
         hooks: CrawlHooks | None = None,
         clock: Callable[[], float] = time.time,
         peers: Peers | None = None,
+        policy: LeasePolicy | None = None,
     ) -> None:
         from skitter.build import lease_policy
 
@@ -93,7 +92,7 @@ class Crawler:
         self.hooks = hooks or CrawlHooks()
         self.clock = clock
         self.out_dir = Path(settings.out_dir)
-        self.policy: LeasePolicy = lease_policy(settings, clock)
+        self.policy: LeasePolicy = policy if policy is not None else lease_policy(settings, clock)
         self._stats = Stats()
         self._traps = TrapGuard(settings.scope)
         self._notes = RobotsNotes()
