@@ -356,6 +356,10 @@ class Worker:
         extra_rows: Sequence[LinkRow] = (),
         detail: str | None = None,
     ) -> None:
+        """Record an HTTP response as the lease's final answer: an HTML body (not of a
+        ``check_only`` request, not a 3xx) is parsed and its links decided and queued; then
+        the rows (``extra_rows`` first) and the record are written, the lease acked
+        (``not_before``: the host's next slot, seconds) and ``on_page`` called."""
         c = self.ctx.components
         req = lease.request
         page: Page | None = None
