@@ -15,7 +15,7 @@ from skitter.export.pages import PagesWriter
 from skitter.export.warc import WarcWriter
 from skitter.fetch.aiohttp import AiohttpFetcher
 from skitter.frontier.base import Frontier
-from skitter.lease_policy import LeasePolicy
+from skitter.lease_policy import FetchPolicy, LeasePolicy
 from skitter.links import extract
 from skitter.models import Page, Response
 from skitter.offline.cdxj import CrawlIndexer, index_missing
@@ -56,15 +56,11 @@ class Components:
     bot_token: str | None = None
     extract_resources: bool = False
     extract_ids: bool = False
-    #: False (``skitter fetch``): the page parser finds nothing, pages are not parsed.
-    extract_links: bool = True
 
     def extract(
         self, body: bytes, url: str, content_type: str | None, x_robots: Sequence[str]
     ) -> Page:
         """Parse an HTML body into a Page (links in document order)."""
-        if not self.extract_links:
-            return Page(base_url=url)
         return extract(
             body,
             url,
@@ -106,7 +102,10 @@ class Components:
 def lease_policy(settings: CrawlSettings, clock: Callable[[], float]) -> LeasePolicy:
     """The lease policy of the crawl's mode: link checking (``settings.check_links``:
     :class:`skitter.checklinks.CheckPolicy`, with the previous check's cache on resume) or a
-    plain crawl (``clock``: seconds, for the failed-host memory)."""
+    plain crawl (``clock``: seconds, for the failed-host memory), or a plain fetch of the seeds
+    (``settings.extract_links`` False, ``skitter fetch``: :class:`FetchPolicy`)."""
+    if not settings.extract_links:
+        return FetchPolicy()
     if not settings.check_links:
         return LeasePolicy()
     seeds = [u for u in (canonicalize(s) for s in settings.seeds) if u is not None]
@@ -213,5 +212,4 @@ async def build_components(
         bot_token=product_token(settings.fetch.user_agent),
         extract_resources=settings.check_links and settings.check_resources,
         extract_ids=settings.check_fragments,
-        extract_links=settings.extract_links,
     )
