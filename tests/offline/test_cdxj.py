@@ -4,6 +4,7 @@ close, completed on resume; ``skitter index`` on other WARCs."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import subprocess
 import sys
@@ -46,6 +47,21 @@ def test_lines_equal_cdxj_indexer_on_other_tools_warcs(tmp_path: Path) -> None:
     assert any('"mime": "warc/revisit"' in line for line in enc)
     assert enc == sorted(enc)
     assert all(line.startswith("test,example)/") for line in enc)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_damaged_parts_bound_the_lengths(tmp_path: Path) -> None:
+    warcs = _write_warcs(tmp_path)
+    starts = json.loads((tmp_path / "damaged.offsets").read_text())
+    damage: list[Damage] = []
+    lines = index_lines(str(warcs["damaged"]), damage.append)
+    assert [d.offset for d in damage] == [starts[3], starts[6]]
+    got = {int(json.loads(x.split(" ", 2)[2])["offset"]): x for x in lines}
+    assert sorted(got) == [starts[i] for i in (0, 1, 2, 4, 5)]
+    for i in (0, 1, 2, 4, 5):  # each record's length ends where the next member starts
+        assert json.loads(got[starts[i]].split(" ", 2)[2])["length"] == str(
+            starts[i + 1] - starts[i]
+        )
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")

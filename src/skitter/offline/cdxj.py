@@ -171,8 +171,13 @@ def index_lines(path: str, on_damage: Callable[[Damage], None]) -> list[str]:
     filename = os.path.basename(path)
     entries: list[tuple[int, str, dict[str, Any]] | tuple[int, None, None]] = []
     plain_lengths: dict[int, int] = {}
+
+    def damage(d: Damage) -> None:
+        entries.append((d.offset, None, None))  # a record's length stops at the damage
+        on_damage(d)
+
     with open(path, "rb") as f:
-        reader = WarcReader(f, on_damage, keep_bytes=_keep)
+        reader = WarcReader(f, damage, keep_bytes=_keep)
         for rec in reader:
             if rec.multi and reader.compressed:
                 raise ConfigError(
