@@ -56,10 +56,10 @@ def main() -> None:
         f"{rep['records'] / wall:,.0f} records/s, {size / 1e6 / wall:,.1f} MB/s "
         f"(--jobs {a.jobs}); peak RSS {rss} MiB"
     )
-    wall, rss2, _ = _run([*SKITTER, "index", *warcs])
+    wall, _, _ = _run([*SKITTER, "index", *warcs])
     print(f"index: {wall:.1f} s = {size / 1e6 / wall:,.1f} MB/s, one process")
     g = work / "graph.tsv"
-    wall, rss3, err = _run([*SKITTER, "graph", a.crawl_dir, "--rank", "-o", str(g)])
+    wall, _, err = _run([*SKITTER, "graph", a.crawl_dir, "--rank", "-o", str(g)])
     print(f"graph --rank: {wall:.1f} s wall; {err.strip()}")
 
 
