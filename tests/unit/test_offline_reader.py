@@ -93,3 +93,18 @@ def test_several_files_two_processes(tmp_path: Path) -> None:
     assert len(lines) == 1 + res.links == 1 + 19
     # file order is kept: the rows of 0.warc.gz come first
     assert lines[1].startswith("http://a.test/0\thttp://a.test/1\t")
+
+
+def test_heritrix_dns_and_metadata_records_are_not_pages(tmp_path: Path) -> None:
+    warc = tmp_path / "heritrix.warc.gz"
+    recs = [
+        record("warcinfo", None, b"software: Heritrix/3.4\r\n", version="WARC/1.0"),
+        record("response", "dns:a.test", b"20240501120000\na.test.\t300\tIN\tA\t10.0.0.1\n",
+               version="WARC/1.0", content_type="text/dns"),  # fmt: skip
+        response("http://a.test/", b'<a href="/x">x</a>', HTML, version="WARC/1.0"),
+        record("metadata", "http://a.test/", b"outlink: http://a.test/x L a/@href\r\n",
+               version="WARC/1.0", content_type="application/warc-fields"),  # fmt: skip
+    ]
+    warc.write_bytes(b"".join(gzip.compress(r) for r in recs))
+    res = extract_warcs([str(warc)], tmp_path / "out", ExtractOptions())
+    assert (res.records, res.pages, res.links, res.skipped) == (4, 1, 1, [])
