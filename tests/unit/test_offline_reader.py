@@ -99,11 +99,21 @@ def test_heritrix_dns_and_metadata_records_are_not_pages(tmp_path: Path) -> None
     warc = tmp_path / "heritrix.warc.gz"
     recs = [
         record("warcinfo", None, b"software: Heritrix/3.4\r\n", version="WARC/1.0"),
-        record("response", "dns:a.test", b"20240501120000\na.test.\t300\tIN\tA\t10.0.0.1\n",
-               version="WARC/1.0", content_type="text/dns"),  # fmt: skip
+        record(
+            "response",
+            "dns:a.test",
+            b"20240501120000\na.test.\t300\tIN\tA\t10.0.0.1\n",
+            version="WARC/1.0",
+            content_type="text/dns",
+        ),
         response("http://a.test/", b'<a href="/x">x</a>', HTML, version="WARC/1.0"),
-        record("metadata", "http://a.test/", b"outlink: http://a.test/x L a/@href\r\n",
-               version="WARC/1.0", content_type="application/warc-fields"),  # fmt: skip
+        record(
+            "metadata",
+            "http://a.test/",
+            b"outlink: http://a.test/x L a/@href\r\n",
+            version="WARC/1.0",
+            content_type="application/warc-fields",
+        ),
     ]
     warc.write_bytes(b"".join(gzip.compress(r) for r in recs))
     res = extract_warcs([str(warc)], tmp_path / "out", ExtractOptions())
