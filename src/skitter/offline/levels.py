@@ -24,7 +24,9 @@ fetch resumes as a crawl does; an interrupted extract or level list is done agai
 The page set equals a plain crawl's (breadth-first either way) except where a plain crawl's
 budgets depend on order: ``max_pages``, and query-variant / per-host trap budgets (extract's
 rules are stateless, so levels may fetch more query variants). A redirect is followed within
-its level and its target counts as seen.
+its level and its target counts as seen; a level's fetch judges redirect targets by the scope of
+that level's URLs (with ``--scope host``, a redirect to another seed host that has no URL in the
+level is not followed there; its target is fetched only if some page links to it).
 """
 
 from __future__ import annotations
