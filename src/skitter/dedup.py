@@ -1,0 +1,262 @@
+"""Content deduplication: exact (body digest) and near (SimHash) duplicate pages.
+
+Pure: no I/O. The crawl feeds every fetched page to a :class:`Deduper`, which answers
+whether an earlier page had the same content and remembers the new one.
+
+* **exact**: two pages are duplicates when the SHA-1 of their decoded bodies (Content-Encoding
+  removed; the ``sha1`` of pages.jsonl) are equal.
+* **near** (HTML only): Charikar's SimHash (STOC 2002) as used by Manku, Jain and Das Sarma,
+  "Detecting near-duplicates for web crawling" (WWW 2007): a 64-bit fingerprint whose bit
+  ``i`` is the majority of bit ``i`` over the 64-bit hashes of the page's word shingles (3
+  consecutive words of its visible text, lower-cased). Pages at Hamming distance ``<= k``
+  (default 3) are near duplicates. The index splits the 64 bits into ``k + 1`` bands; by the
+  pigeonhole principle two fingerprints within distance ``k`` agree exactly on at least one
+  band, so a lookup only compares against the pages sharing a band value (a few per band at
+  millions of pages with 16-bit bands), never the whole set.
+
+The index is rebuilt on resume from pages.jsonl (``sha1`` and ``simhash`` of each row) with
+:meth:`Deduper.remember`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from selectolax.lexbor import LexborHTMLParser
+
+__all__ = [
+    "DEDUP_MODES",
+    "Deduper",
+    "Duplicate",
+    "NearIndex",
+    "hamming",
+    "simhash",
+    "simhash_hex",
+    "visible_text",
+]
+
+#: Values of ``--dedup``.
+DEDUP_MODES = ("off", "exact", "near")
+DedupMode = Literal["off", "exact", "near"]
+
+#: Words per shingle.
+SHINGLE = 3
+_WORD_RE = re.compile(r"\w+")
+_MASK64 = (1 << 64) - 1
+#: Elements whose text is not visible.
+_INVISIBLE = "script, style, noscript, template, head"
+#: For byte value v and bit b: _BIT_TABLES[b][v] == 1 if bit b of v is set (bytes.translate).
+_BIT_TABLES = tuple(bytes((v >> b) & 1 for v in range(256)) for b in range(8))
+
+
+def visible_text(html: str) -> str:
+    """The visible text of an HTML document, words separated by spaces.
+
+    Parsed with Lexbor (HTML Standard §13.2); the content of ``script``, ``style``,
+    ``noscript``, ``template`` and ``head`` is dropped. Never raises (an unparseable document
+    gives "").
+    """
+    try:
+        tree = LexborHTMLParser(html)
+        for node in tree.css(_INVISIBLE):
+            node.decompose()
+        root = tree.body if tree.body is not None else tree.root
+        if root is None:
+            return ""
+        return str(root.text(separator=" "))
+    except Exception:  # the parser must not take the crawl down
+        return ""
+
+
+def simhash(text: str, shingle: int = SHINGLE) -> int:
+    """The 64-bit SimHash of ``text`` over word shingles (an unsigned int, 0 for no words).
+
+    Words are ``\\w+`` runs, lower-cased; shingles are ``shingle`` consecutive words (the
+    whole text when it has fewer words). Each shingle is hashed with BLAKE2b (8 bytes,
+    big-endian); bit ``i`` of the result is set when more than half of the shingle hashes
+    have bit ``i`` set (ties: unset). Stable across processes and runs.
+    """
+    words = _WORD_RE.findall(text.lower())
+    if not words:
+        return 0
+    n = len(words) - shingle + 1
+    grams = [" ".join(words)] if n <= 1 else [" ".join(words[i : i + shingle]) for i in range(n)]
+    b2 = hashlib.blake2b
+    data = b"".join(b2(g.encode("utf-8", "surrogatepass"), digest_size=8).digest() for g in grams)
+    half = len(grams) / 2
+    out = 0
+    # bit-sliced majority: the j-th byte of every digest, one bit at a time (C loops only)
+    for j in range(8):
+        column = data[j::8]
+        for b in range(8):
+            if column.translate(_BIT_TABLES[b]).count(1) > half:
+                out |= 1 << ((7 - j) * 8 + b)
+    return out
+
+
+def simhash_hex(value: int) -> str:
+    """``value`` as 16 lower-case hex digits (the pages.jsonl ``simhash`` field)."""
+    return f"{value & _MASK64:016x}"
+
+
+def hamming(a: int, b: int) -> int:
+    """Number of differing bits of two 64-bit fingerprints."""
+    return (a ^ b).bit_count()
+
+
+class NearIndex:
+    """Fingerprints within Hamming distance ``distance`` found without scanning.
+
+    The 64 bits are cut into ``distance + 1`` bands of nearly equal width (4 bands of 16
+    bits for distance 3); one dict per band maps a band value to the ids of the
+    fingerprints having it. A query compares only against those ids (pigeonhole: a
+    fingerprint within ``distance`` shares at least one band exactly). An identical
+    fingerprint is stored once (the first key kept).
+
+    Args:
+        distance: the largest Hamming distance that counts as near (0..31).
+
+    Raises:
+        ValueError: ``distance`` out of range.
+    """
+
+    __slots__ = ("_bands", "_exact", "_fps", "_keys", "_shifts", "distance")
+
+    def __init__(self, distance: int = 3) -> None:
+        if not 0 <= distance <= 31:
+            raise ValueError(f"near-duplicate distance must be 0..31, got {distance}")
+        self.distance = distance
+        n = distance + 1
+        widths = [64 // n + (1 if i < 64 % n else 0) for i in range(n)]
+        self._shifts: list[tuple[int, int]] = []
+        shift = 0
+        for w in widths:
+            self._shifts.append((shift, (1 << w) - 1))
+            shift += w
+        self._bands: list[dict[int, list[int]]] = [{} for _ in range(n)]
+        self._exact: dict[int, int] = {}
+        self._fps: list[int] = []
+        self._keys: list[str] = []
+
+    def __len__(self) -> int:
+        return len(self._fps)
+
+    def find(self, fp: int) -> str | None:
+        """The key of a stored fingerprint within ``distance`` of ``fp`` (the closest, ties by
+        first stored), or None."""
+        i = self._exact.get(fp)
+        if i is not None:
+            return self._keys[i]
+        best: tuple[int, int] | None = None
+        fps, limit = self._fps, self.distance
+        for (shift, mask), band in zip(self._shifts, self._bands, strict=True):
+            ids = band.get((fp >> shift) & mask)
+            if not ids:
+                continue
+            for i in ids:
+                d = (fps[i] ^ fp).bit_count()
+                if d <= limit and (best is None or (d, i) < best):
+                    best = (d, i)
+        return None if best is None else self._keys[best[1]]
+
+    def add(self, fp: int, key: str) -> None:
+        """Store ``fp`` under ``key`` (nothing if ``fp`` is already stored)."""
+        if fp in self._exact:
+            return
+        i = len(self._fps)
+        self._fps.append(fp)
+        self._keys.append(key)
+        self._exact[fp] = i
+        for (shift, mask), band in zip(self._shifts, self._bands, strict=True):
+            band.setdefault((fp >> shift) & mask, []).append(i)
+
+
+@dataclass(frozen=True, slots=True)
+class Duplicate:
+    """A page found to duplicate an earlier one.
+
+    Attributes:
+        kind: "exact" (same decoded body digest) or "near" (SimHash within the distance).
+        of: the URL of the earlier page with that content.
+    """
+
+    kind: Literal["exact", "near"]
+    of: str
+
+
+class Deduper:
+    """Decides whether a page duplicates an earlier one, and remembers it.
+
+    Args:
+        mode: "off" (nothing is a duplicate), "exact" or "near" (exact, then near for pages
+            with a SimHash).
+        distance: the near-duplicate Hamming distance (see :class:`NearIndex`).
+
+    Raises:
+        ValueError: unknown mode or bad distance.
+    """
+
+    __slots__ = ("_digests", "_near", "mode")
+
+    def __init__(self, mode: str = "exact", distance: int = 3) -> None:
+        if mode not in DEDUP_MODES:
+            raise ValueError(f"dedup mode must be one of {', '.join(DEDUP_MODES)}, got {mode!r}")
+        self.mode = mode
+        self._digests: dict[str, str] = {}
+        self._near = NearIndex(distance) if mode == "near" else None
+
+    @property
+    def wants_simhash(self) -> bool:
+        """True when the caller should compute SimHashes (mode "near")."""
+        return self._near is not None
+
+    def check(self, url: str, digest: str | None, fp: int | None) -> Duplicate | None:
+        """Is the page at ``url`` (body digest ``digest``, SimHash ``fp`` or None) a duplicate
+        of an earlier page? Remembers it when not (a duplicate is never an original).
+
+        An empty body (``digest`` None) is never a duplicate.
+        """
+        if self.mode == "off" or digest is None:
+            return None
+        first = self._digests.get(digest)
+        if first is not None and first != url:
+            return Duplicate("exact", first)
+        near = self._near
+        if near is not None and fp is not None:
+            other = near.find(fp)
+            if other is not None and other != url:
+                return Duplicate("near", other)
+        self.remember(url, digest, fp)
+        return None
+
+    def remember(self, url: str, digest: str | None, fp: int | None) -> None:
+        """Record an original page (also used to rebuild the index on resume)."""
+        if self.mode == "off" or digest is None:
+            return
+        self._digests.setdefault(digest, url)
+        if self._near is not None and fp is not None:
+            self._near.add(fp, url)
+
+    def rebuild(self, rows: Iterable[tuple[str, str | None, str | None, bool]]) -> int:
+        """Rebuild from pages.jsonl rows ``(url, sha1, simhash hex or None, duplicate)`` in
+        file order; duplicate rows are skipped. Returns the originals remembered.
+
+        A malformed ``simhash`` is ignored (the page still counts for exact dedup).
+        """
+        n = 0
+        for url, digest, hexfp, dup in rows:
+            if dup or digest is None:
+                continue
+            fp: int | None = None
+            if hexfp:
+                try:
+                    fp = int(hexfp, 16) & _MASK64
+                except ValueError:
+                    fp = None
+            self.remember(url, digest, fp)
+            n += 1
+        return n
