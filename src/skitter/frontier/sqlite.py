@@ -17,6 +17,8 @@ Storage (the database is the source of truth; memory is a cache rebuilt on open)
          last_modified)           -- order they were done (a queue row moves here, with its
                                   -- seq, when acked); a forced key done twice has two rows
     hosts(id INTEGER PRIMARY KEY, host TEXT UNIQUE, not_before REAL)
+    inlinks(seq, src)             -- note_inlinks: source host fingerprints that linked
+                                  -- to the pending row ``seq`` (created on open if missing)
     meta(key TEXT PRIMARY KEY, value)   -- schema (2), next_seq, merged_seq, flushes
     index queue_host, queue_new_host ON (host, priority, depth)  -- (+ seq, the rowid)
     views seen(fp, seq) (all levels) and urls(url, state 0/2, ..., seq), for people
@@ -213,6 +215,11 @@ _TO_DONE = tuple(
 _INSERT_DONE = "INSERT INTO done(seq, url, status, etag, last_modified) VALUES (?, ?, ?, ?, ?)"
 _DELETE = tuple(f"DELETE FROM {t} WHERE seq = ?" for t in _QUEUES)
 _ATTEMPTS = tuple(f"UPDATE {t} SET attempts = ? WHERE seq = ?" for t in _QUEUES)
+_INLINKS = (
+    "CREATE TABLE IF NOT EXISTS inlinks(seq INTEGER NOT NULL, src INTEGER NOT NULL, "
+    "PRIMARY KEY (seq, src)) WITHOUT ROWID"
+)
+_SET_PRIORITY = tuple(f"UPDATE {t} SET priority = ? WHERE seq = ?" for t in _QUEUES)
 _SEQ_OF = " UNION ALL ".join(f"SELECT seq FROM {t} WHERE fp = ?1" for t in _SEEN) + " LIMIT 1"
 
 
@@ -553,6 +560,7 @@ class SqliteFrontier(_CoreFrontier):
                     if stmt.strip():
                         db.execute(stmt)
                 db.execute("INSERT INTO meta VALUES ('schema', ?)", (_SCHEMA_VERSION,))
+            db.execute(_INLINKS)  # additive: older files of this schema gain it
             meta = dict(db.execute("SELECT key, value FROM meta"))
             self._seq = int(meta.get("next_seq", 0))
             self._merged_seq = int(meta.get("merged_seq", 0))
@@ -979,6 +987,45 @@ class SqliteFrontier(_CoreFrontier):
         """See :meth:`skitter.frontier.base.Frontier.is_finished`."""
         self._check_open()
         return self._pending == 0 and not self._leases
+
+    async def note_inlinks(self, links: Sequence[tuple[str, str]]) -> int:
+        """See :meth:`skitter.frontier.base.Frontier.note_inlinks`.
+
+        Costs a few primary-key lookups per pair (the ``seen`` levels, the queue row, the
+        ``inlinks`` table); meant for ``--order inlinks`` only.
+
+        Raises:
+            FrontierError: database failure.
+        """
+        changed = 0
+        with self._guard() as db:
+            seen = self._seen
+            for url, source in links:
+                fp = fingerprint(url)
+                if not (seen.recent(fp) or seen.maybe(fp)):
+                    continue
+                seq = self._seq_of(fp)
+                if seq is None or seq in self._leased_fps:
+                    continue
+                new = seq > self._merged_seq
+                row = db.execute(_KEYS[new], (seq,)).fetchone()
+                if row is None:  # done
+                    continue
+                hid, priority, depth, _ = row
+                h = self._by_id[hid]
+                if h.name == source:
+                    continue
+                cur = db.execute(
+                    "INSERT OR IGNORE INTO inlinks(seq, src) VALUES (?, ?)",
+                    (seq, fingerprint(source)),
+                )
+                if cur.rowcount != 1:
+                    continue
+                db.execute(_SET_PRIORITY[new], (priority - 1, seq))
+                self._ops += 2
+                self._reprioritised(h, (priority, depth, seq, seq), (priority - 1, depth, seq, seq))
+                changed += 1
+        return changed
 
     async def mark_done(self, urls: Sequence[str]) -> None:
         """See :meth:`skitter.frontier.base.Frontier.mark_done`.
