@@ -11,6 +11,7 @@ from typing import Any
 
 from skitter.cli.common import add_common_flags, os_error_line, processes, settings_from_args
 from skitter.cli.progress import Progress, run_crawler
+from skitter.cli.quality_flags import add_quality_flags, quality_from_args
 from skitter.crawler import Crawler
 from skitter.errors import ConfigError, SkitterError
 from skitter.settings import (
@@ -44,6 +45,7 @@ def add_parser(sub: Any) -> None:
         help="crawler processes, each owning the hosts that hash to it "
         "(default: the number of cores; fixed for the life of a crawl)",
     )
+    add_quality_flags(c)
 
 
 async def _crawl(settings: CrawlSettings) -> int:
@@ -145,9 +147,11 @@ def run(args: argparse.Namespace) -> int:
         if getattr(args, "resume", False):
             stored = load_state(Path(args.out))
             settings = settings_from_args(args, base=stored)
+            settings = replace(settings, quality=quality_from_args(args, stored.quality))
             check_resume_compatible(stored, settings)
         else:
             settings = settings_from_args(args)
+            settings = replace(settings, quality=quality_from_args(args, settings.quality))
             if not settings.seeds:
                 raise ConfigError("no seeds: give SEED URLs or --seeds-file")
             settings = _choose_processes(settings, getattr(args, "processes", None))
