@@ -77,3 +77,13 @@ def test_unknown_profile_is_refused(tmp_path: Path) -> None:
             "http://a.test/", _resp("http://a.test/"), revisit=WarcRevisit("x", "u", "d")
         )
     w.close()
+
+
+@pytest.mark.parametrize("ts", [1714564800.5, 1714564800.0, 1714564800.000001, 1714564800.123])
+def test_written_date_is_the_records_warc_date(tmp_path: Path, ts: float) -> None:
+    w = WarcWriter(tmp_path)
+    written = w.write_exchange("http://a.test/", _resp("http://a.test/"), fetched_at=ts)
+    w.close()
+    with open(written.path, "rb") as f:
+        dates = [r.rec_headers.get_header("WARC-Date") for r in ArchiveIterator(f)]
+    assert dates[1:] == [written.date, written.date]

@@ -70,6 +70,7 @@ __all__ = [
     "WarcWritten",
     "build_request_block",
     "build_response_head",
+    "warc_date",
 ]
 
 #: ``software`` field of the warcinfo record unless given.
@@ -132,6 +133,7 @@ class WarcWritten:
         length: compressed bytes of both members (request + response).
         response_offset: byte offset of the response record's gzip member (for CDX indexes).
         request_id / response_id: the ``WARC-Record-ID`` values (``<urn:uuid:...>``).
+        date: the ``WARC-Date`` of both records as written (see :func:`warc_date`).
     """
 
     path: str
@@ -140,6 +142,14 @@ class WarcWritten:
     response_offset: int
     request_id: str
     response_id: str
+    date: str = ""
+
+
+def warc_date(date: datetime) -> str:
+    """``date`` (UTC) as FastWARC writes ``WARC-Date``: W3C ISO 8601 with microseconds
+    when not zero (``2024-05-01T12:00:00.500000Z``, ``2024-05-01T12:00:00Z``)."""
+    frac = f".{date.microsecond:06d}" if date.microsecond else ""
+    return date.strftime("%Y-%m-%dT%H:%M:%S") + frac + "Z"
 
 
 def _clean(text: str) -> str:
@@ -455,6 +465,7 @@ class WarcWriter(Closing):
             response_offset=start + len(req_bytes),
             request_id=req_id,
             response_id=resp_id,
+            date=warc_date(date),
         )
 
     def _encode(
