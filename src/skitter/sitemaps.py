@@ -198,7 +198,7 @@ def _entries_text(data: bytes) -> Iterator[tuple[str, str, str | None]]:
     text = data.decode("utf-8", "replace")
     for line in text.splitlines():
         line = line.strip()
-        if line and "://" in line:
+        if line[:8].lower().startswith(("http://", "https://")):
             yield "url", line, None
 
 

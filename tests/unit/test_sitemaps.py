@@ -99,6 +99,11 @@ def _urls(body: bytes, **kw: int) -> list[tuple[str, str | None]]:
             "text",
             [("http://sm.example.test/t/1", None), ("http://sm.example.test/t/2", None)],
         ),
+        (  # a robots.txt read as a sitemap: nothing (C35)
+            b"User-agent: *\nDisallow: /private/\nSitemap: http://sm.example.test/robots.txt\n",
+            "text",
+            [],
+        ),
         (b"", "unknown", []),
         (b"<html><body>not a sitemap</body></html>", "unknown", []),
         (b"<urlset><url><loc>http://sm.example.test/x</loc>", "urlset", []),  # cut mid-file
