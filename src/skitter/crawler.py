@@ -31,7 +31,7 @@ import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -46,21 +46,25 @@ from skitter.checklinks import (
     host_failure,
     status_from_detail,
 )
+from skitter.duplicates import DuplicateStage, PageVerdict
 from skitter.errors import BodyTooLarge, FetchError, StateError
 from skitter.events import CrawlHooks
 from skitter.export.links import LinkRow, format_rows
-from skitter.export.pages import PageRecord, iso_utc
+from skitter.export.pages import PageRecord, iso_utc, read_records
 from skitter.models import Hop, Lease, Page, Request, Response
 from skitter.politeness import next_allowed_at, parse_retry_after, retry_decision
 from skitter.redirects import location_target
 from skitter.rules import Decision
 from skitter.settings import CrawlSettings
 from skitter.sharding import Handoff, Meta, Outgoing, ShardLink
+from skitter.sitemap_reader import SitemapReader, sitemap_roots
+from skitter.sitemaps import SitemapEntry, SitemapStats
 from skitter.state import (
     CHECKPOINT_FILE,
     LINKS_FILE,
     PAGES_FILE,
     REPORT_FILE,
+    SITEMAPS_FILE,
     atomic_write_json,
     read_json,
 )
@@ -195,6 +199,12 @@ class Crawler:
         self._robots_blocked: dict[str, list[str]] = defaultdict(list)
         self._robots_unreachable: dict[str, list[str]] = defaultdict(list)
         self._traps = TrapGuard(settings.scope)
+        q = settings.quality
+        if settings.check_links:  # link checking judges links, not content
+            q = replace(q, dedup="off", sitemaps="off", sitemap_urls=(), order="bfs")
+        self.quality = q
+        self._dups = DuplicateStage(q)
+        self._sitemap_stats: dict[str, Any] = {}
         #: link-checking policy (``settings.check_links``), else None
         self.check: CheckPolicy | None = None
         if settings.check_links:
@@ -302,6 +312,7 @@ class Crawler:
         rs.started = time.monotonic()
         rs.last_checkpoint = rs.last_report = rs.started
         await self._add_seeds([*self.settings.seeds, *seeds])
+        await self._read_sitemaps()
         limit = self.settings.politeness.concurrency
         max_pages = self.settings.max_pages
         sh = self._sh
@@ -585,6 +596,114 @@ class Crawler:
         if reqs:
             await c.frontier.add(reqs)
 
+    # ------------------------------------------------------------------ sitemaps
+
+    async def _read_sitemaps(self) -> None:
+        """Read the seeds' sitemaps (``--sitemaps``, ``--sitemap``) before the crawl; the
+        entries are decided like links (links.tsv kind ``sitemap``, depth 1). Done once: a
+        resume after the phase completed (``sitemaps.json`` written after a checkpoint)
+        skips it; a resume of an interrupted phase reads the sitemaps again (entries
+        already queued are then ``seen``)."""
+        q = self.quality
+        marker = self.out_dir / SITEMAPS_FILE
+        if q.sitemaps == "off" and not q.sitemap_urls:
+            return
+        if marker.exists():
+            self._sitemap_stats = read_json(marker)
+            return
+        c = self.components
+        origins: list[str] = []
+        for s in self.settings.seeds:
+            url = canonicalize(s)
+            if url is not None and not self._is_foreign(url) and origin(url) not in origins:
+                origins.append(origin(url))
+        found: dict[str, list[tuple[str, str]]] = {}
+        if q.sitemaps != "off" and not self.settings.politeness.ignore_robots:
+            for org in origins:
+                robots = await c.robots.rules_for(org + "/")
+                robots_url = robots.final_url or org + "/robots.txt"
+                found[org] = [(v, robots_url) for v in robots.rules.sitemaps]
+        roots = sitemap_roots(q, origins, lambda org: found.get(org, []))
+        if self._sh is not None:  # sharded: --sitemap URLs are read by their host's owner
+            roots = [r for r in roots if not self._is_foreign(canonicalize(r) or r)]
+        reader = SitemapReader(q, self._sitemap_fetch, self._sitemap_allowed, c.scope.in_scope)
+        batch: list[tuple[str, SitemapEntry]] = []
+        async for sm_url, entry in reader.read(roots):
+            batch.append((sm_url, entry))
+            if len(batch) >= 1000:
+                await self._queue_sitemap_entries(batch, reader.stats)
+                batch = []
+        if batch:
+            await self._queue_sitemap_entries(batch, reader.stats)
+        self._sitemap_stats = {"mode": q.sitemaps, **reader.stats.as_dict()}
+        await self._checkpoint()
+        atomic_write_json(marker, self._sitemap_stats)
+
+    async def _queue_sitemap_entries(
+        self, batch: list[tuple[str, SitemapEntry]], stats: SitemapStats
+    ) -> None:
+        """Decide sitemap entries like links of a seed page and queue them (depth 1)."""
+        c = self.components
+        fields: list[list[Any]] = []
+        pending: dict[str, int] = {}
+        to_add: list[Request] = []
+        for i, (sm_url, entry) in enumerate(batch):
+            decision, canon = c.scope.decide(
+                entry.url, depth=1, nofollow=False, index=i, is_seed_page=False
+            )
+            dec = decision.value
+            if decision is Decision.SCOPE:
+                stats.out_of_scope += 1
+            if decision is Decision.QUEUED and canon is not None:
+                if not self._is_foreign(canon) and not await self._sitemap_allowed(canon):
+                    stats.robots_disallowed += 1  # queued anyway: the fetch records it
+                if canon in pending:
+                    dec = Decision.SEEN.value
+                elif not self._is_foreign(canon) and (trap := self._traps.admit(canon)):
+                    dec = trap.decision.value
+                else:
+                    pending[canon] = len(fields)
+                    to_add.append(Request(url=canon, depth=1, referer=sm_url))
+            target = canon if canon is not None else entry.url
+            fields.append([sm_url, target, "", entry.lastmod or "", "sitemap", False, dec])
+        if to_add:
+            added = await self._add(to_add)
+            for canon, idx in pending.items():
+                if canon not in added:
+                    fields[idx][6] = Decision.SEEN.value
+        c.links.write_text(format_rows(fields))
+        self.stats.count_decisions(Counter(f[6] for f in fields))
+
+    async def _sitemap_allowed(self, url: str) -> bool:
+        if self.settings.politeness.ignore_robots:
+            return True
+        return (await self.components.robots.check(url)).allowed
+
+    async def _sitemap_fetch(self, url: str) -> Response | None:
+        """GET one sitemap URL after the host's politeness gap (like a page: robots.txt
+        Crawl-delay, --delay, --ip-concurrency), capped at ``--max-sitemap-bytes``; archived
+        to the WARC like robots.txt (no pages.jsonl record). None on a fetch error."""
+        c = self.components
+        host = host_key(url)
+        gap = self._gap_s(c.robots.crawl_delay(url))
+        last = self._host_last_end.get(host)
+        if last is not None and last + gap > self.clock():
+            await asyncio.sleep(last + gap - self.clock())
+        resp: Response | None = None
+        try:
+            async with self._ip_slot(url):
+                resp = await c.fetcher.fetch(
+                    Request(url=url), max_body_bytes=self.quality.max_sitemap_bytes, truncate=True
+                )
+        except FetchError as exc:
+            log.info("sitemap %s: %s", url, exc)
+        self._host_last_end[host] = self.clock()
+        if resp is not None and c.warc is not None:
+            c.warc.write_exchange(
+                url, resp, ip=resp.peer_ip, truncated="length" if resp.truncated else None
+            )
+        return resp
+
     # ------------------------------------------------------------------ one request
 
     async def _robots_fetch(self, url: str) -> Response:
@@ -737,8 +856,18 @@ class Crawler:
             return
         end = self.clock()
         self._host_last_end[host] = end
+        verdict = None
+        if self._dups.enabled and 200 <= resp.status < 300 and not req.check_only:
+            verdict = self._dups.examine(
+                req.url, host, resp.body, resp.raw_body, resp.header("content-type"), _is_html(resp)
+            )
         if c.warc is not None and not req.check_only:
-            c.warc.write_exchange(req.url, resp, ip=resp.peer_ip)
+            revisit = verdict.revisit if verdict is not None else None
+            written = c.warc.write_exchange(req.url, resp, ip=resp.peer_ip, revisit=revisit)
+            if revisit is not None:
+                self._dups.revisits += 1
+            elif verdict is not None:
+                self._dups.captured(req.url, verdict, written.date)
         gap = self._gap_s(crawl_delay)
         status = resp.status
         detail: str | None = None
@@ -756,7 +885,9 @@ class Crawler:
             return
         if status in _REDIRECT_STATUSES:
             detail = NO_LOCATION
-        await self._finish_response(lease, resp, attempts, end + gap, detail=detail)
+        await self._finish_response(
+            lease, resp, attempts, end + gap, detail=detail, verdict=verdict
+        )
 
     async def _check_fetch(self, req: Request, host: str, crawl_delay: float | None) -> Response:
         """Fetch a ``check_only`` request: HEAD, then GET if HEAD is refused (C20).
@@ -993,6 +1124,7 @@ class Crawler:
         *,
         extra_rows: Sequence[LinkRow] = (),
         detail: str | None = None,
+        verdict: PageVerdict | None = None,
     ) -> None:
         c = self.components
         req = lease.request
@@ -1004,7 +1136,12 @@ class Crawler:
             page = c.extract(
                 resp.body, req.url, resp.header("content-type"), _robots_header_values(resp)
             )
-            new_rows, new_decisions = await self._decide_links(req, page)
+            if verdict is not None and verdict.duplicate is not None:
+                new_rows, new_decisions = _rows_as(req.url, page, Decision.DUPLICATE.value)
+            elif self.quality.sitemaps == "only":  # sitemap entries only: links not followed
+                new_rows, new_decisions = _rows_as(req.url, page, Decision.SCOPE.value)
+            else:
+                new_rows, new_decisions = await self._decide_links(req, page)
             rows.extend(new_rows)
             decisions.update(new_decisions)
         rec = PageRecord(
@@ -1014,13 +1151,18 @@ class Crawler:
             depth=req.depth,
             content_type=resp.content_type,
             bytes=len(resp.body),
-            sha1=hashlib.sha1(resp.body).hexdigest(),
+            sha1=verdict.sha1 if verdict is not None else hashlib.sha1(resp.body).hexdigest(),
             fetched_at=iso_utc(time.time()),
             elapsed_s=resp.elapsed_s,
             attempts=attempts,
             redirects=list(req.redirects),
             error=None,
             error_detail=detail,
+            duplicate=dup.kind if (dup := verdict and verdict.duplicate) else None,
+            duplicate_of=dup.of if dup else None,
+            simhash=verdict.simhash if verdict is not None else None,
+            etag=resp.header("etag"),
+            last_modified=resp.header("last-modified"),
         )
         # no await between these writes: the page's rows and record land together
         if c.anchors is not None and page is not None:
@@ -1060,6 +1202,7 @@ class Crawler:
         to_add: list[Request] = []
         source = req.url
         page_nofollow = page.nofollow
+        cut = self._dups.cut_hosts
         for i, link in enumerate(page.links):
             nofollow = link.nofollow or page_nofollow
             decision, canon = decide(
@@ -1082,7 +1225,10 @@ class Crawler:
                 if not keep:
                     decision = Decision.SCOPE
             dec = decision.value
-            if decision is queued and canon is not None:
+            if decision is queued and canon is not None and cut and host_key(canon) in cut:
+                dec = Decision.TRAP.value
+                self._dups.note_trapped(canon)
+            elif decision is queued and canon is not None:
                 if canon in pending or canon == source:
                     dec = seen_v
                 elif (
@@ -1103,7 +1249,23 @@ class Crawler:
             for canon, idx in pending.items():
                 if canon not in added:
                     fields[idx][6] = seen_v
+        if self.quality.order == "inlinks":
+            await self._note_inlinks(source, fields)
         return fields, Counter([f[6] for f in fields])
+
+    async def _note_inlinks(self, source: str, fields: list[list[Any]]) -> None:
+        """``--order inlinks``: the queued or seen targets of ``source`` gain a linking host
+        (the frontier ignores links from the target's own host, and repeats)."""
+        src = host_key(source)
+        handoff = self._sh.handoff if self._sh is not None else None
+        pairs = [
+            (f[1], src)
+            for f in fields
+            if f[6] in ("queued", "seen")
+            and (handoff is None or handoff.owner_of_url(f[1]) == handoff.index)
+        ]
+        if pairs:
+            await self.components.frontier.note_inlinks(pairs)
 
     def _write_record(self, rec: PageRecord, host: str) -> None:
         self.components.pages.write(rec)
@@ -1136,6 +1298,7 @@ class Crawler:
             "links_offset": c.links.offset(),
             "stats": self.stats.to_state(self._elapsed()),
             "traps": self._traps.to_state(),
+            "duplicates": self._dups.to_state(),
         }
         if self._sh is not None:
             data["handoff"] = {
@@ -1157,6 +1320,7 @@ class Crawler:
         links_off = int(cp.get("links_offset", 0))
         self.stats = Stats.from_state(cp.get("stats", {}))
         self._traps.load_state(cp.get("traps") or {})
+        self._dups.load_state(cp.get("duplicates") or {})
         if self._sh is not None:
             self._sh.handoff.load_state(cp.get("handoff") or {})
             self._sh.consumed_done = self._sh.handoff.read_offsets()
@@ -1197,6 +1361,8 @@ class Crawler:
                             hops[0]["status"] if hops else None,
                         ),
                     )
+        if self._dups.enabled and pages_path.exists():
+            self._dups.rebuild(read_records(pages_path), host_key)
         if done_urls:
             await c.frontier.mark_done(sorted(set(done_urls)))
         readd: list[Request] = []
@@ -1237,7 +1403,7 @@ class Crawler:
                 if row is not None:
                     rows.append((start, row))
         # rows of the page being written at the kill (no record) can only be the last block
-        if rows and rows[-1][1].source not in recorded:
+        if rows and rows[-1][1].source not in recorded and rows[-1][1].kind != "sitemap":
             src = rows[-1][1].source
             cut = len(rows)
             while cut > 0 and rows[cut - 1][1].source == src:
@@ -1295,7 +1461,9 @@ class Crawler:
             "stop_reason": self.stop_reason,
             "totals": snap.to_dict(),
             "robots": robots,
-            "traps": self._traps.report(),
+            "traps": {**self._traps.report(), "duplicate_ratio": self._dups.trap_report()},
+            "duplicates": self._dups.report(),
+            "sitemaps": self._sitemap_stats or {"mode": self.quality.sitemaps},
             "seeds": list(self.settings.seeds),
         }
 
@@ -1303,6 +1471,21 @@ class Crawler:
         if self._c is None:
             return
         atomic_write_json(self.out_dir / REPORT_FILE, self.report())
+
+
+def _rows_as(source: str, page: Page, decision: str) -> tuple[list[list[Any]], Counter[str]]:
+    """links.tsv rows (7 fields) of ``page``'s links, all with ``decision`` (a duplicate
+    page's links, or page links under ``--sitemaps only``): nothing is queued."""
+    fields: list[list[Any]] = []
+    for link in page.links:
+        nofollow = link.nofollow or page.nofollow
+        if link.url is not None:
+            target, _, fragment = link.url.partition("#")
+            target = canonicalize(target) or target
+        else:
+            target, fragment = link.raw, ""
+        fields.append([source, target, fragment, link.anchor, link.kind, nofollow, decision])
+    return fields, Counter({decision: len(fields)} if fields else {})
 
 
 def _redirect_meta(resp: Response, attempts: int) -> Meta:

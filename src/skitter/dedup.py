@@ -46,6 +46,7 @@ DedupMode = Literal["off", "exact", "near"]
 #: Words per shingle.
 SHINGLE = 3
 _WORD_RE = re.compile(r"\w+")
+_DIGIT_RE = re.compile(r"\d")
 _MASK64 = (1 << 64) - 1
 #: Elements whose text is not visible.
 _INVISIBLE = "script, style, noscript, template, head"
@@ -75,12 +76,13 @@ def visible_text(html: str) -> str:
 def simhash(text: str, shingle: int = SHINGLE) -> int:
     """The 64-bit SimHash of ``text`` over word shingles (an unsigned int, 0 for no words).
 
-    Words are ``\\w+`` runs, lower-cased; shingles are ``shingle`` consecutive words (the
-    whole text when it has fewer words). Each shingle is hashed with BLAKE2b (8 bytes,
+    Words are ``\\w+`` runs, lower-cased, every word holding a digit folded into ``#`` (so
+    dates, times, counters and ids do not move the fingerprint); shingles are ``shingle``
+    consecutive words (the whole text when it has fewer words). Each shingle is hashed with BLAKE2b (8 bytes,
     big-endian); bit ``i`` of the result is set when more than half of the shingle hashes
     have bit ``i`` set (ties: unset). Stable across processes and runs.
     """
-    words = _WORD_RE.findall(text.lower())
+    words = [w if not _DIGIT_RE.search(w) else "#" for w in _WORD_RE.findall(text.lower())]
     if not words:
         return 0
     n = len(words) - shingle + 1

@@ -77,6 +77,8 @@ class DuplicateStage:
         self._pages: Counter[str] = Counter()  # host -> pages examined
         self._dups: Counter[str] = Counter()  # host -> duplicates among them
         self._kinds: Counter[str] = Counter()
+        #: hosts cut by the ratio (links to them are dropped as traps)
+        self.cut_hosts: set[str] = set()
         self.revisits = 0
         self.trapped = 0
         self._trapped_urls: list[str] = []
@@ -113,6 +115,8 @@ class DuplicateStage:
         revisit: WarcRevisit | None = None
         if dup is not None:
             self._dups[host] += 1
+            if self.host_cut(host):
+                self.cut_hosts.add(host)
             self._kinds[dup.kind] += 1
             cap = self._captures.get(digest) if dup.kind == "exact" else None
             if cap is not None and cap[0] == payload:
@@ -167,6 +171,8 @@ class DuplicateStage:
             if kind in ("exact", "near"):
                 self._dups[host] += 1
                 self._kinds[kind] += 1
+                if self.host_cut(host):
+                    self.cut_hosts.add(host)
                 continue
             self._dedup.rebuild([(url, digest, hexfp if isinstance(hexfp, str) else None, False)])
         return n
@@ -204,7 +210,7 @@ class DuplicateStage:
             "near": self._kinds.get("near", 0),
             "revisits": self.revisits,
             "by_host": hosts,
-            "hosts_cut": sorted(h for h in self._dups if self.host_cut(h)),
+            "hosts_cut": sorted(self.cut_hosts),
         }
 
     def trap_report(self) -> dict[str, Any]:

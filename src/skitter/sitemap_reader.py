@@ -64,6 +64,8 @@ class SitemapReader:
         settings: caps (``max_sitemap_bytes``, ``max_sitemap_depth``).
         fetch: one GET of a sitemap URL (None when the fetch failed).
         allowed: robots.txt verdict for a URL.
+        in_scope: whether a sitemap URL (canonical) may be read at all (the crawl's scope);
+            others are dropped and counted in ``out_of_scope``.
         max_files: sitemap files read at most.
     """
 
@@ -72,11 +74,13 @@ class SitemapReader:
         settings: QualitySettings,
         fetch: FetchFn,
         allowed: AllowedFn,
+        in_scope: Callable[[str], bool] = lambda url: True,
         max_files: int = 10_000,
     ) -> None:
         self.settings = settings
         self._fetch = fetch
         self._allowed = allowed
+        self._in_scope = in_scope
         self.stats = SitemapStats()
         self.graph = SitemapGraph(settings.max_sitemap_depth, max_files, self.stats)
 
@@ -85,9 +89,7 @@ class SitemapReader:
         (``sitemap_url``: where it was read, after redirects). Never raises for bad input."""
         todo: deque[tuple[str, int]] = deque()
         for root in roots:
-            canon = self.graph.admit(root, 0)
-            if canon is not None:
-                todo.append((canon, 0))
+            self._push(todo, root, 0)
         while todo:
             url, level = todo.popleft()
             final, resp = await self._get(url)
@@ -102,12 +104,19 @@ class SitemapReader:
             if doc.error is not None:
                 self.stats.errors += 1
             for child in doc.sitemaps:
-                canon = self.graph.admit(child.url, level + 1)
-                if canon is not None:
-                    todo.append((canon, level + 1))
+                self._push(todo, child.url, level + 1)
             for entry in doc.urls:
                 self.stats.entries += 1
                 yield final, entry
+
+    def _push(self, todo: deque[tuple[str, int]], url: str, level: int) -> None:
+        canon = urls.canonicalize(url)
+        if canon is not None and not self._in_scope(canon):
+            self.stats.out_of_scope += 1
+            return
+        canon = self.graph.admit(url, level)
+        if canon is not None:
+            todo.append((canon, level))
 
     async def _get(self, url: str) -> tuple[str | None, Response | None]:
         """GET ``url`` following redirects (each hop checked against robots.txt and the
@@ -126,6 +135,9 @@ class SitemapReader:
                 canon = urls.canonicalize(target) if target else None
                 if canon is None or not urls.is_http(canon):
                     self.stats.errors += 1
+                    return None, None
+                if not self._in_scope(canon):
+                    self.stats.out_of_scope += 1
                     return None, None
                 if not self.graph.arrived(url, canon):
                     return None, None  # a redirect back to a sitemap already read

@@ -53,6 +53,7 @@ COOKIES_FILE = "cookies.json"
 PAGES_FILE = "pages.jsonl"
 LINKS_FILE = "links.tsv"
 REPORT_FILE = "report.json"
+SITEMAPS_FILE = "sitemaps.json"
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
