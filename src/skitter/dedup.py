@@ -78,9 +78,9 @@ def simhash(text: str, shingle: int = SHINGLE) -> int:
 
     Words are ``\\w+`` runs, lower-cased, every word holding a digit folded into ``#`` (so
     dates, times, counters and ids do not move the fingerprint); shingles are ``shingle``
-    consecutive words (the whole text when it has fewer words). Each shingle is hashed with BLAKE2b (8 bytes,
-    big-endian); bit ``i`` of the result is set when more than half of the shingle hashes
-    have bit ``i`` set (ties: unset). Stable across processes and runs.
+    consecutive words (the whole text when it has fewer words). Each shingle is hashed with
+    BLAKE2b (8 bytes, big-endian); bit ``i`` of the result is set when more than half of
+    the shingle hashes have bit ``i`` set (ties: unset). Stable across processes and runs.
     """
     words = [w if not _DIGIT_RE.search(w) else "#" for w in _WORD_RE.findall(text.lower())]
     if not words:

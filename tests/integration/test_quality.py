@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import itertools
 import random
 import subprocess
 import sys
@@ -27,7 +28,8 @@ BODY = "<p>" + " ".join(_RNG.choice(_VOCAB) for _ in range(400)) + "</p>"
 
 
 def dup_page(extra: str = "", links: str = "") -> str:
-    return f"<!doctype html><html><head><title>d</title></head><body>{extra}{BODY}{links}</body></html>"
+    head = "<!doctype html><html><head><title>d</title></head>"
+    return f"{head}<body>{extra}{BODY}{links}</body></html>"
 
 
 def warc_records(out: Path) -> list[tuple[str, dict[str, str]]]:
@@ -335,7 +337,7 @@ async def test_sitemap_fetches_keep_the_politeness_delay(site: Site, tmp_path: P
     )
     hits = sorted((h for h in site.hits if h.host == A), key=lambda h: h.start)
     assert [h.path_qs for h in hits][:3] == ["/robots.txt", "/sm1.xml", "/sm2.xml"]
-    for prev, nxt in zip(hits, hits[1:], strict=False):
+    for prev, nxt in itertools.pairwise(hits):
         assert nxt.start - prev.end >= 0.2 - 0.01, [(h.path_qs, h.start, h.end) for h in hits]
 
 
