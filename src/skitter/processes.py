@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from skitter import __version__
+from skitter.duplicates import merge_blocks
 from skitter.errors import SkitterError, StateError
 from skitter.export.base import AppendFile
 from skitter.export.links import HEADER as LINKS_HEADER
@@ -326,10 +327,13 @@ def merged_report(
     out_dir: Path, settings: CrawlSettings, stop_reason: str, finished: bool
 ) -> dict[str, Any]:
     """report.json of a sharded crawl: the shards' reports merged (totals summed, robots
-    per origin united, trap counts summed with their first 100 URLs)."""
+    per origin united, trap counts summed with their first 100 URLs, duplicates and
+    sitemaps blocks summed: :func:`skitter.duplicates.merge_blocks`)."""
     stats = merged_stats(out_dir, settings.processes)
     robots: dict[str, Any] = {}
     traps: dict[str, dict[str, Any]] = {}
+    dups: list[Any] = []
+    sitemaps: list[Any] = []
     for k in range(settings.processes):
         path = shard_dir(out_dir, k) / REPORT_FILE
         if not path.exists():
@@ -339,6 +343,8 @@ def merged_report(
         except StateError:
             continue
         robots.update(rep.get("robots") or {})
+        dups.append(rep.get("duplicates"))
+        sitemaps.append(rep.get("sitemaps"))
         for defence, t in (rep.get("traps") or {}).items():
             m = traps.setdefault(defence, {"limit": t.get("limit"), "count": 0, "urls": []})
             m["count"] += int(t.get("count") or 0)
@@ -352,6 +358,8 @@ def merged_report(
         "totals": stats.snapshot(0.0).to_dict(),
         "robots": dict(sorted(robots.items())),
         "traps": traps,
+        "duplicates": merge_blocks(dups),
+        "sitemaps": merge_blocks(sitemaps),
         "seeds": list(settings.seeds),
     }
 
