@@ -231,7 +231,7 @@ def merge_blocks(blocks: Iterable[dict[str, Any] | None]) -> dict[str, Any]:
         if not isinstance(block, dict):
             continue
         for k, v in block.items():
-            if isinstance(v, bool) or isinstance(v, str):
+            if isinstance(v, bool | str):
                 out.setdefault(k, v)
             elif isinstance(v, int):
                 out[k] = int(out.get(k) or 0) + v
