@@ -7,8 +7,9 @@ whether an earlier page had the same content and remembers the new one.
   removed; the ``sha1`` of pages.jsonl) are equal.
 * **near** (HTML only): Charikar's SimHash (STOC 2002) as used by Manku, Jain and Das Sarma,
   "Detecting near-duplicates for web crawling" (WWW 2007): a 64-bit fingerprint whose bit
-  ``i`` is the majority of bit ``i`` over the 64-bit hashes of the page's word shingles (3
-  consecutive words of its visible text, lower-cased). Pages at Hamming distance ``<= k``
+  ``i`` is the majority of bit ``i`` over the 64-bit hashes of the page's distinct word
+  shingles (3 consecutive words of its visible text, lower-cased, words with digits left
+  out). Pages at Hamming distance ``<= k``
   (default 3) are near duplicates. The index splits the 64 bits into ``k + 1`` bands; by the
   pigeonhole principle two fingerprints within distance ``k`` agree exactly on at least one
   band, so a lookup only compares against the pages sharing a band value (a few per band at
@@ -74,19 +75,23 @@ def visible_text(html: str) -> str:
 
 
 def simhash(text: str, shingle: int = SHINGLE) -> int:
-    """The 64-bit SimHash of ``text`` over word shingles (an unsigned int, 0 for no words).
+    """The 64-bit SimHash of ``text`` over its set of word shingles (unsigned, 0 for no words).
 
-    Words are ``\\w+`` runs, lower-cased, every word holding a digit folded into ``#`` (so
-    dates, times, counters and ids do not move the fingerprint); shingles are ``shingle``
-    consecutive words (the whole text when it has fewer words). Each shingle is hashed with
-    BLAKE2b (8 bytes, big-endian); bit ``i`` of the result is set when more than half of
-    the shingle hashes have bit ``i`` set (ties: unset). Stable across processes and runs.
+    Words are ``\\w+`` runs, lower-cased; words holding a digit are left out (dates, times,
+    counters, ids and version numbers do not move the fingerprint, and number-heavy pages
+    are not reduced to one repeated shingle). Shingles are ``shingle`` consecutive words
+    (the whole text when it has fewer words), each counted once (a boilerplate line repeated
+    on the page does not outvote the rest). Each distinct shingle is hashed with BLAKE2b
+    (8 bytes, big-endian); bit ``i`` of the result is set when more than half of the shingle
+    hashes have bit ``i`` set (ties: unset). Stable across processes and runs.
     """
-    words = [w if not _DIGIT_RE.search(w) else "#" for w in _WORD_RE.findall(text.lower())]
+    words = [w for w in _WORD_RE.findall(text.lower()) if not _DIGIT_RE.search(w)]
     if not words:
         return 0
-    n = len(words) - shingle + 1
-    grams = [" ".join(words)] if n <= 1 else [" ".join(words[i : i + shingle]) for i in range(n)]
+    if len(words) <= shingle:
+        grams = {" ".join(words)}
+    else:
+        grams = set(map(" ".join, zip(*(words[i:] for i in range(shingle)))))
     b2 = hashlib.blake2b
     data = b"".join(b2(g.encode("utf-8", "surrogatepass"), digest_size=8).digest() for g in grams)
     half = len(grams) / 2

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import gzip
+import random
 from dataclasses import replace
 
 from skitter.duplicates import DuplicateStage
 from skitter.settings import QualitySettings
 
-PAGE = b"<html><body>" + b"<p>words about the crawler and its pages</p>" * 20 + b"</body></html>"
+_SYL = ["ka", "lo", "mi", "ne", "ru", "ta", "vo", "zi", "pe", "su", "da", "fo", "gu", "hi"]
+_RNG = random.Random(3)
+_TEXT = " ".join(_RNG.choice(_SYL) + _RNG.choice(_SYL) + _RNG.choice(_SYL) for _ in range(300))
+PAGE = f"<html><body><p>{_TEXT}</p></body></html>".encode()
 
 
 def test_exact_duplicate_with_equal_payload_gets_a_revisit() -> None:
