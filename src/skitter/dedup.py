@@ -91,7 +91,7 @@ def simhash(text: str, shingle: int = SHINGLE) -> int:
     if len(words) <= shingle:
         grams = {" ".join(words)}
     else:
-        grams = set(map(" ".join, zip(*(words[i:] for i in range(shingle)))))
+        grams = set(map(" ".join, zip(*(words[i:] for i in range(shingle)), strict=False)))
     b2 = hashlib.blake2b
     data = b"".join(b2(g.encode("utf-8", "surrogatepass"), digest_size=8).digest() for g in grams)
     half = len(grams) / 2
