@@ -73,6 +73,8 @@ def crawl(out: Path, seeds: list[str], resolve: list[str], *args: str) -> dict[s
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     report = json.loads((out / "report.json").read_text())
     pages = report["totals"]["records"]
+    if pages < 2:
+        print((out / "pages.jsonl").read_text()[:1000], file=sys.stderr)
     dups = report.get("duplicates", {})
     return {
         "pages": pages,
@@ -128,6 +130,7 @@ def top_inlinked(out: Path, n: int) -> set[str]:
 
 def synth(hosts: int, pages: int) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="quality-bench-"))
+    tmp.chmod(0o755)  # nginx's workers run as another user
     site = tmp / "synthweb"
     port = free_port()
     subprocess.run(

@@ -53,6 +53,7 @@ from skitter.export.links import LinkRow, format_rows
 from skitter.export.pages import PageRecord, iso_utc, read_records
 from skitter.models import Hop, Lease, Page, Request, Response
 from skitter.politeness import next_allowed_at, parse_retry_after, retry_decision
+from skitter.recrawl import Recrawl, load_previous
 from skitter.redirects import location_target
 from skitter.rules import Decision
 from skitter.settings import CrawlSettings
@@ -204,6 +205,7 @@ class Crawler:
             q = replace(q, dedup="off", sitemaps="off", sitemap_urls=(), order="bfs")
         self.quality = q
         self._dups = DuplicateStage(q)
+        self._recrawl: Recrawl | None = None
         self._sitemap_stats: dict[str, Any] = {}
         #: link-checking policy (``settings.check_links``), else None
         self.check: CheckPolicy | None = None
@@ -225,6 +227,8 @@ class Crawler:
         from skitter.build import build_components
 
         link = self.shard
+        if self.quality.since_dir:
+            self._recrawl = load_previous(self.quality.since_dir)  # before anything is written
         self._c = await build_components(
             self.settings,
             self._robots_fetch,
@@ -312,6 +316,9 @@ class Crawler:
         rs.started = time.monotonic()
         rs.last_checkpoint = rs.last_report = rs.started
         await self._add_seeds([*self.settings.seeds, *seeds])
+        if self._recrawl is not None:  # every previous page is asked again
+            prev = [p for p in self._recrawl.revisits() if not self._is_foreign(p.url)]
+            await self._add([Request(url=p.url, depth=p.depth) for p in prev])
         await self._read_sitemaps()
         limit = self.settings.politeness.concurrency
         max_pages = self.settings.max_pages
@@ -832,6 +839,8 @@ class Crawler:
             async with self._ip_slot(req.url):
                 if req.check_only and self.check is not None:
                     resp = await self._check_fetch(req, host, crawl_delay)
+                elif self._recrawl is not None:
+                    resp = await c.fetcher.fetch(req, headers=self._recrawl.validators(req.url))
                 else:
                     resp = await c.fetcher.fetch(req)
         except FetchError as exc:
@@ -863,6 +872,8 @@ class Crawler:
             )
         if c.warc is not None and not req.check_only:
             revisit = verdict.revisit if verdict is not None else None
+            if resp.status == 304 and self._recrawl is not None:
+                revisit = self._recrawl.not_modified(req.url)
             written = c.warc.write_exchange(req.url, resp, ip=resp.peer_ip, revisit=revisit)
             if revisit is not None:
                 self._dups.revisits += 1
@@ -1144,6 +1155,13 @@ class Crawler:
                 new_rows, new_decisions = await self._decide_links(req, page)
             rows.extend(new_rows)
             decisions.update(new_decisions)
+        elif resp.status == 304 and self._recrawl is not None and not req.check_only:
+            # unchanged: its previous links are still the page's links, and are followed
+            new_rows, new_decisions = await self._decide_links(
+                req, self._recrawl.previous_page(req.url)
+            )
+            rows.extend(new_rows)
+            decisions.update(new_decisions)
         rec = PageRecord(
             url=req.requested_url,
             final_url=req.url,
@@ -1269,6 +1287,8 @@ class Crawler:
 
     def _write_record(self, rec: PageRecord, host: str) -> None:
         self.components.pages.write(rec)
+        if self._recrawl is not None:
+            self._recrawl.note(rec.url, rec.status, rec.sha1)
         first = rec.redirects[0].status if rec.redirects else None
         verdict = record_verdict(rec.status, rec.error, rec.error_detail, first)
         self.stats.count_record(host, rec.depth, rec.status, rec.error, rec.bytes, verdict)
@@ -1363,6 +1383,9 @@ class Crawler:
                     )
         if self._dups.enabled and pages_path.exists():
             self._dups.rebuild(read_records(pages_path), host_key)
+        if self._recrawl is not None and pages_path.exists():
+            for r in read_records(pages_path):
+                self._recrawl.note(r["url"], r.get("status"), r.get("sha1"))
         if done_urls:
             await c.frontier.mark_done(sorted(set(done_urls)))
         readd: list[Request] = []
@@ -1464,6 +1487,7 @@ class Crawler:
             "traps": {**self._traps.report(), "duplicate_ratio": self._dups.trap_report()},
             "duplicates": self._dups.report(),
             "sitemaps": self._sitemap_stats or {"mode": self.quality.sitemaps},
+            **({"recrawl": self._recrawl.report()} if self._recrawl is not None else {}),
             "seeds": list(self.settings.seeds),
         }
 

@@ -334,6 +334,7 @@ def merged_report(
     traps: dict[str, dict[str, Any]] = {}
     dups: list[Any] = []
     sitemaps: list[Any] = []
+    recrawls: list[Any] = []
     for k in range(settings.processes):
         path = shard_dir(out_dir, k) / REPORT_FILE
         if not path.exists():
@@ -345,6 +346,7 @@ def merged_report(
         robots.update(rep.get("robots") or {})
         dups.append(rep.get("duplicates"))
         sitemaps.append(rep.get("sitemaps"))
+        recrawls.append(rep.get("recrawl"))
         for defence, t in (rep.get("traps") or {}).items():
             m = traps.setdefault(defence, {"limit": t.get("limit"), "count": 0, "urls": []})
             m["count"] += int(t.get("count") or 0)
@@ -360,6 +362,7 @@ def merged_report(
         "traps": traps,
         "duplicates": merge_blocks(dups),
         "sitemaps": merge_blocks(sitemaps),
+        **({"recrawl": merge_blocks(recrawls)} if any(recrawls) else {}),
         "seeds": list(settings.seeds),
     }
 

@@ -141,6 +141,7 @@ class QualitySettings:
         max_sitemap_depth: index nesting read below a root sitemap.
         order: "bfs" (by depth) or "inlinks" (within a host, URLs linked from more distinct
             other hosts first).
+        since_dir: a previous crawl folder to recrawl (:mod:`skitter.recrawl`), or None.
     """
 
     dedup: str = "exact"
@@ -152,6 +153,7 @@ class QualitySettings:
     max_sitemap_bytes: int = 50 * 1024 * 1024
     max_sitemap_depth: int = 5
     order: str = "bfs"
+    since_dir: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

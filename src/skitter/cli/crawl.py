@@ -141,6 +141,25 @@ def _crawl_processes(settings: CrawlSettings) -> int:
     return _summary(settings, outcome.snapshot, outcome.stop_reason, outcome.interrupted)
 
 
+def _recrawl_settings(args: argparse.Namespace) -> CrawlSettings:
+    """``--since PREV``: the previous crawl's settings (seeds, scope, --resolve...) with the
+    flags given now applied; PREV is only read.
+
+    Raises:
+        StateError: PREV holds no crawl, of another format, or damaged.
+    """
+    from skitter.recrawl import load_previous
+
+    prev = Path(args.since)
+    stored = load_previous(prev, warc=False).settings  # refuses a damaged folder early
+    if prev.resolve() == Path(args.out).resolve():
+        raise ConfigError("--since and --out must be different folders")
+    settings = settings_from_args(args, base=replace(stored, out_dir=args.out, resume=False))
+    quality = quality_from_args(args, stored.quality)
+    settings = replace(settings, quality=replace(quality, since_dir=str(prev)))
+    return _choose_processes(settings, getattr(args, "processes", None))
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``skitter crawl``; returns the exit code."""
     try:
@@ -149,6 +168,8 @@ def run(args: argparse.Namespace) -> int:
             settings = settings_from_args(args, base=stored)
             settings = replace(settings, quality=quality_from_args(args, stored.quality))
             check_resume_compatible(stored, settings)
+        elif getattr(args, "since", None):
+            settings = _recrawl_settings(args)
         else:
             settings = settings_from_args(args)
             settings = replace(settings, quality=quality_from_args(args, settings.quality))

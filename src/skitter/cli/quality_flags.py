@@ -100,6 +100,12 @@ def add_quality_flags(c: argparse.ArgumentParser) -> None:
         help="sitemap index nesting read, default 5",
     )
     g.add_argument(
+        "--since",
+        metavar="DIR",
+        help="recrawl the pages of the crawl in DIR (only read) with conditional requests; "
+        "its seeds, scope and --resolve are used",
+    )
+    g.add_argument(
         "--order",
         choices=["bfs", "inlinks"],
         help="fetch order within a host: by depth (bfs, default) or most in-linked first",
