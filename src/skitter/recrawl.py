@@ -28,11 +28,13 @@ from skitter.errors import StateError
 from skitter.export.links import LinkRow, read_rows
 from skitter.export.pages import read_records
 from skitter.export.warc import WarcRevisit
-from skitter.models import Link, Page
+from skitter.fetch.base import Fetcher
+from skitter.lease_policy import LeasePolicy, Pause
+from skitter.models import Link, Page, Request, Response
 from skitter.settings import CrawlSettings
 from skitter.state import LINKS_FILE, PAGES_FILE, load_state
 
-__all__ = ["PreviousPage", "Recrawl", "load_previous"]
+__all__ = ["PreviousPage", "Recrawl", "RecrawlPolicy", "load_previous"]
 
 #: Statuses that mean the page is gone.
 GONE_STATUSES = frozenset({404, 410})
@@ -159,6 +161,22 @@ class Recrawl:
             "errors": self.counts.get("error", 0),
             "bytes_saved": self.bytes_saved,
         }
+
+
+class RecrawlPolicy(LeasePolicy):
+    """The lease policy of a recrawl: a plain crawl whose fetches carry the previous
+    response's validators (:meth:`Recrawl.validators`).
+
+    Attributes:
+        recrawl: the previous crawl.
+    """
+
+    def __init__(self, recrawl: Recrawl) -> None:
+        self.recrawl = recrawl
+
+    async def fetch(self, fetcher: Fetcher, request: Request, host: str, pause: Pause) -> Response:
+        """GET ``request`` with ``If-None-Match`` / ``If-Modified-Since`` when known."""
+        return await fetcher.fetch(request, headers=self.recrawl.validators(request.url))
 
 
 def _read_captures(out_dir: Path) -> dict[str, tuple[str, str]]:
