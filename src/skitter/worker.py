@@ -557,7 +557,7 @@ class Worker:
     async def _note_inlinks(self, source: str, fields: list[list[Any]]) -> None:
         """``--order inlinks``: the queued or seen targets of ``source`` gain a linking host
         (the frontier ignores links from the target's own host, and repeats); targets of
-        other processes are left to them (not ranked across processes)."""
+        other processes are ranked by their owners (:meth:`ShardPeers.admit_received`)."""
         src = host_key(source)
         owner_of, me = self.ctx.peers.owner_of_url, self.ctx.peers.index
         pairs = [
