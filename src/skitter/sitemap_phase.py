@@ -19,6 +19,7 @@ other processes' hosts are handed over like links.
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -29,7 +30,7 @@ from skitter.rules import Decision
 from skitter.sitemap_reader import SitemapReader, sitemap_roots
 from skitter.sitemaps import SitemapEntry, SitemapStats
 from skitter.state import SITEMAPS_FILE, atomic_write_json, read_json
-from skitter.urls import canonicalize, origin
+from skitter.urls import canonicalize, host_key, origin
 
 if TYPE_CHECKING:
     from skitter.context import CrawlContext
@@ -62,15 +63,25 @@ async def read_sitemaps(
         url = canonicalize(s)
         if url is not None and not peers.is_foreign(url) and origin(url) not in origins:
             origins.append(origin(url))
+    # hosts in parallel (--concurrency at once), each host's sitemaps one after the other
+    slots = asyncio.Semaphore(max(1, ctx.settings.politeness.concurrency))
     found: dict[str, list[tuple[str, str]]] = {}
-    if q.sitemaps != "off" and not ctx.settings.politeness.ignore_robots:
-        for org in origins:
+
+    async def robots_of(org: str) -> None:
+        async with slots:
             robots = await c.robots.rules_for(org + "/")
-            robots_url = robots.final_url or org + "/robots.txt"
-            found[org] = [(v, robots_url) for v in robots.rules.sitemaps]
+        robots_url = robots.final_url or org + "/robots.txt"
+        found[org] = [(v, robots_url) for v in robots.rules.sitemaps]
+
+    if q.sitemaps != "off" and not ctx.settings.politeness.ignore_robots:
+        await asyncio.gather(*(robots_of(org) for org in origins))
     roots = sitemap_roots(q, origins, lambda org: found.get(org, []))
     # sharded: a --sitemap URL is read by the owner of its host
     roots = [r for r in roots if not peers.is_foreign(canonicalize(r) or r)]
+    by_host: dict[str, list[str]] = {}
+    for r in roots:
+        canon = canonicalize(r)
+        by_host.setdefault(host_key(canon) if canon else r, []).append(r)
 
     async def allowed(url: str) -> bool:
         if ctx.settings.politeness.ignore_robots:
@@ -80,15 +91,21 @@ async def read_sitemaps(
     async def fetch(url: str) -> Any:
         return await worker.fetch_aside(url, q.max_sitemap_bytes)
 
+    # one reader: the graph (each sitemap read once) and the counters are shared
     reader = SitemapReader(q, fetch, allowed, c.scope.in_scope)
-    batch: list[tuple[str, SitemapEntry]] = []
-    async for sm_url, entry in reader.read(roots):
-        batch.append((sm_url, entry))
-        if len(batch) >= BATCH:
-            await _queue_entries(ctx, batch, reader.stats, allowed)
-            batch = []
-    if batch:
-        await _queue_entries(ctx, batch, reader.stats, allowed)
+
+    async def walk(host_roots: list[str]) -> None:
+        async with slots:
+            batch: list[tuple[str, SitemapEntry]] = []
+            async for sm_url, entry in reader.read(host_roots):
+                batch.append((sm_url, entry))
+                if len(batch) >= BATCH:
+                    await _queue_entries(ctx, batch, reader.stats, allowed)
+                    batch = []
+            if batch:
+                await _queue_entries(ctx, batch, reader.stats, allowed)
+
+    await asyncio.gather(*(walk(rs) for rs in by_host.values()))
     ctx.sitemap_stats = {"mode": q.sitemaps, **reader.stats.as_dict()}
     await checkpoint()
     atomic_write_json(marker, ctx.sitemap_stats)

@@ -382,3 +382,33 @@ async def test_inlinks_order_most_linked_first(site: Site, tmp_path: Path) -> No
         await crawl(site, tmp_path / order, seeds, scope_scope="any", quality_order=order)
         got = [p for p in site.paths(T) if p in ("/a", "/b", "/c")]
         assert got == expected, order
+
+
+async def test_sitemaps_of_several_hosts_are_read_in_parallel(site: Site, tmp_path: Path) -> None:
+    hosts = ["s1.example.test", "s2.example.test"]
+    arrived: set[str] = set()
+    both = asyncio.Event()
+
+    def sitemap(host: str) -> Any:
+        async def h(request: web.Request) -> web.StreamResponse:
+            arrived.add(host)
+            if len(arrived) == len(hosts):
+                both.set()
+            # answers only once the other host's sitemap is asked for too (bounded)
+            await asyncio.wait_for(both.wait(), 20)
+            return web.Response(text=urlset(f"/from-{host}"), content_type="application/xml")
+
+        return h
+
+    for h in hosts:
+        site.route(h, "/robots.txt", text("User-agent: *\nSitemap: /sm.xml\n"))
+        site.route(h, "/sm.xml", sitemap(h))
+        site.route(h, "/", html("<p>seed</p>"))
+        site.route(h, f"/from-{h}", html("<p>entry</p>"))
+    res = await crawl(
+        site, tmp_path / "out", [site.url(h, "/") for h in hosts], quality_sitemaps="robots"
+    )
+    assert sorted(r["url"] for r in res.records) == sorted(
+        [site.url(h, "/") for h in hosts] + [site.url(h, f"/from-{h}") for h in hosts]
+    )
+    assert res.report["sitemaps"]["read"] == 2 and res.report["sitemaps"]["errors"] == 0
