@@ -32,7 +32,7 @@ from skitter.fetch.base import Fetcher
 from skitter.lease_policy import LeasePolicy, Pause
 from skitter.models import Link, Page, Request, Response
 from skitter.settings import CrawlSettings
-from skitter.state import LINKS_FILE, PAGES_FILE, load_state
+from skitter.state import LINKS_FILE, PAGES_FILE, STATE_FILE, load_state
 
 __all__ = ["PreviousPage", "Recrawl", "RecrawlPolicy", "load_previous"]
 
@@ -206,6 +206,8 @@ def load_previous(path: str | os.PathLike[str], *, warc: bool = True) -> Recrawl
         StateError: no crawl there, another format version, or damaged files (one line).
     """
     out = Path(path)
+    if not (out / STATE_FILE).exists():
+        raise StateError(f"--since {out}: no crawl there (state.json missing)")
     settings = load_state(out)
     pages_path = out / PAGES_FILE
     if not pages_path.exists():

@@ -126,6 +126,11 @@ async def test_c37_recrawl_with_validators(site: Site, tmp_path: Path) -> None:
 async def test_since_bad_folder_is_one_line_exit_2(tmp_path: Path) -> None:
     bad = tmp_path / "prev"
     bad.mkdir()
+    code, err = await _cli("--since", str(bad), "--out", str(tmp_path / "new0"))
+    assert (
+        code == 2
+        and err.strip() == f"skitter: error: --since {bad}: no crawl there (state.json missing)"
+    )
     (bad / "state.json").write_text('{"format": 999}')
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "skitter", "crawl", "--since", str(bad), "--out",
