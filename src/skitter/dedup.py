@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
@@ -34,6 +35,7 @@ __all__ = [
     "Deduper",
     "Duplicate",
     "NearIndex",
+    "digest_key",
     "hamming",
     "simhash",
     "simhash_hex",
@@ -105,6 +107,15 @@ def simhash(text: str, shingle: int = SHINGLE) -> int:
     return out
 
 
+def digest_key(digest: str) -> int | str:
+    """A compact dict key for a hex digest: its first 96 bits as an int (a collision among
+    10^8 pages has odds of about 10^-13), or the string itself if it is not hex."""
+    try:
+        return int(digest[:24], 16)
+    except ValueError:
+        return digest
+
+
 def simhash_hex(value: int) -> str:
     """``value`` as 16 lower-case hex digits (the pages.jsonl ``simhash`` field)."""
     return f"{value & _MASK64:016x}"
@@ -122,7 +133,9 @@ class NearIndex:
     bits for distance 3); one dict per band maps a band value to the ids of the
     fingerprints having it. A query compares only against those ids (pigeonhole: a
     fingerprint within ``distance`` shares at least one band exactly). An identical
-    fingerprint is stored once (the first key kept).
+    fingerprint is stored once (the first key kept). Compact: the fingerprints in one
+    ``array('Q')``, each band's ids in ``array('I')`` buckets (about 8 + 4 x bands bytes per
+    fingerprint, plus the key's reference).
 
     Args:
         distance: the largest Hamming distance that counts as near (0..31).
@@ -131,7 +144,7 @@ class NearIndex:
         ValueError: ``distance`` out of range.
     """
 
-    __slots__ = ("_bands", "_exact", "_fps", "_keys", "_shifts", "distance")
+    __slots__ = ("_bands", "_fps", "_keys", "_shifts", "distance")
 
     def __init__(self, distance: int = 3) -> None:
         if not 0 <= distance <= 31:
@@ -144,42 +157,51 @@ class NearIndex:
         for w in widths:
             self._shifts.append((shift, (1 << w) - 1))
             shift += w
-        self._bands: list[dict[int, list[int]]] = [{} for _ in range(n)]
-        self._exact: dict[int, int] = {}
-        self._fps: list[int] = []
+        self._bands: list[dict[int, array[int]]] = [{} for _ in range(n)]
+        self._fps: array[int] = array("Q")
         self._keys: list[str] = []
 
     def __len__(self) -> int:
         return len(self._fps)
 
-    def find(self, fp: int) -> str | None:
-        """The key of a stored fingerprint within ``distance`` of ``fp`` (the closest, ties by
-        first stored), or None."""
-        i = self._exact.get(fp)
-        if i is not None:
-            return self._keys[i]
+    def _nearest(self, fp: int) -> tuple[int, int] | None:
+        """``(distance, id)`` of the closest stored fingerprint within ``distance``."""
         best: tuple[int, int] | None = None
         fps, limit = self._fps, self.distance
         for (shift, mask), band in zip(self._shifts, self._bands, strict=True):
             ids = band.get((fp >> shift) & mask)
-            if not ids:
+            if ids is None:
                 continue
             for i in ids:
                 d = (fps[i] ^ fp).bit_count()
                 if d <= limit and (best is None or (d, i) < best):
                     best = (d, i)
+        return best
+
+    def find(self, fp: int) -> str | None:
+        """The key of a stored fingerprint within ``distance`` of ``fp`` (the closest, ties by
+        first stored), or None."""
+        best = self._nearest(fp)
         return None if best is None else self._keys[best[1]]
 
     def add(self, fp: int, key: str) -> None:
-        """Store ``fp`` under ``key`` (nothing if ``fp`` is already stored)."""
-        if fp in self._exact:
+        """Store ``fp`` (0 <= fp < 2**64) under ``key`` (nothing if ``fp`` is already
+        stored)."""
+        shift, mask = self._shifts[0]
+        fps = self._fps
+        same = self._bands[0].get((fp >> shift) & mask)
+        if same is not None and any(fps[j] == fp for j in same):
             return
-        i = len(self._fps)
+        i = len(fps)
         self._fps.append(fp)
         self._keys.append(key)
-        self._exact[fp] = i
         for (shift, mask), band in zip(self._shifts, self._bands, strict=True):
-            band.setdefault((fp >> shift) & mask, []).append(i)
+            v = (fp >> shift) & mask
+            ids = band.get(v)
+            if ids is None:
+                band[v] = array("I", (i,))
+            else:
+                ids.append(i)
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,7 +235,7 @@ class Deduper:
         if mode not in DEDUP_MODES:
             raise ValueError(f"dedup mode must be one of {', '.join(DEDUP_MODES)}, got {mode!r}")
         self.mode = mode
-        self._digests: dict[str, str] = {}
+        self._digests: dict[int | str, str] = {}  # digest_key(digest) -> first URL
         self._near = NearIndex(distance) if mode == "near" else None
 
     @property
@@ -229,7 +251,7 @@ class Deduper:
         """
         if self.mode == "off" or digest is None:
             return None
-        first = self._digests.get(digest)
+        first = self._digests.get(digest_key(digest))
         if first is not None and first != url:
             return Duplicate("exact", first)
         near = self._near
@@ -244,7 +266,7 @@ class Deduper:
         """Record an original page (also used to rebuild the index on resume)."""
         if self.mode == "off" or digest is None:
             return
-        self._digests.setdefault(digest, url)
+        self._digests.setdefault(digest_key(digest), url)
         if self._near is not None and fp is not None:
             self._near.add(fp, url)
 

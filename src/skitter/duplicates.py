@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from skitter.charset import decode_html
-from skitter.dedup import Deduper, Duplicate, simhash, simhash_hex, visible_text
+from skitter.dedup import Deduper, Duplicate, digest_key, simhash, simhash_hex, visible_text
 from skitter.export.warc import WarcRevisit
 from skitter.settings import QualitySettings
 
@@ -72,8 +72,9 @@ class DuplicateStage:
     def __init__(self, settings: QualitySettings) -> None:
         self.settings = settings
         self._dedup = Deduper(settings.dedup, settings.near_dup_distance)
-        #: decoded-body digest of an original -> (payload SHA-1, URL, WARC-Date)
-        self._captures: dict[str, tuple[bytes, str, str]] = {}
+        #: digest_key of an original's decoded-body digest -> (its payload SHA-1's first 96
+        #: bits, its WARC-Date): what a revisit of the same payload refers to
+        self._captures: dict[int | str, tuple[int, str]] = {}
         self._pages: Counter[str] = Counter()  # host -> pages examined
         self._dups: Counter[str] = Counter()  # host -> duplicates among them
         self._kinds: Counter[str] = Counter()
@@ -118,9 +119,9 @@ class DuplicateStage:
             if self.host_cut(host):
                 self.cut_hosts.add(host)
             self._kinds[dup.kind] += 1
-            cap = self._captures.get(digest) if dup.kind == "exact" else None
-            if cap is not None and cap[0] == payload:
-                revisit = WarcRevisit("identical-payload-digest", cap[1], cap[2])
+            cap = self._captures.get(digest_key(digest)) if dup.kind == "exact" else None
+            if cap is not None and cap[0] == int.from_bytes(payload[:12], "big"):
+                revisit = WarcRevisit("identical-payload-digest", dup.of, cap[1])
         return PageVerdict(
             digest,
             simhash_hex(fp) if fp is not None else None,
@@ -133,7 +134,8 @@ class DuplicateStage:
         """The response of an original page went to the WARC at ``warc_date`` (its
         ``WARC-Date``): later exact duplicates with the same payload refer to it."""
         if verdict.duplicate is None and verdict.sha1 is not None and self.enabled:
-            self._captures.setdefault(verdict.sha1, (verdict.payload_sha1, url, warc_date))
+            payload = int.from_bytes(verdict.payload_sha1[:12], "big")
+            self._captures.setdefault(digest_key(verdict.sha1), (payload, warc_date))
 
     def host_cut(self, host: str) -> bool:
         """True when ``host`` serves mostly duplicates: no more of its links are queued."""
