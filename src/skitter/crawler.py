@@ -103,6 +103,8 @@ class Crawler:
         q = settings.quality
         if settings.check_links:  # link checking judges links, not content
             q = replace(q, dedup="off", sitemaps="off", sitemap_urls=(), order="bfs")
+        elif not settings.extract_links:  # skitter fetch: the seeds only
+            q = replace(q, sitemaps="off", sitemap_urls=(), order="bfs")
         self._quality = q
         self._ctx: CrawlContext | None = None
         self._worker: Worker | None = None

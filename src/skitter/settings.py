@@ -182,6 +182,8 @@ class CrawlSettings:
         processes: crawler processes, each owning the hosts that hash to it
             (:mod:`skitter.processes`; run by the command line). 1 = this process only.
         quality: duplicate pages, sitemaps, fetch order (:class:`QualitySettings`).
+        extract_links: parse HTML pages for links (False = ``skitter fetch``: pages are
+            fetched, archived and recorded, never parsed; only redirects are followed).
     """
 
     out_dir: str
@@ -200,3 +202,4 @@ class CrawlSettings:
     check_fragments: bool = False
     processes: int = 1
     quality: QualitySettings = field(default_factory=QualitySettings)
+    extract_links: bool = True
