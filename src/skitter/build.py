@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from skitter import __version__
@@ -30,6 +30,7 @@ from skitter.state import (
     prepare_new_out_dir,
     save_state,
 )
+from skitter.typefocus import Focus, NoFocus, focus_port
 from skitter.urls import canonicalize
 
 __all__ = ["Components", "build_components", "lease_policy"]
@@ -55,6 +56,8 @@ class Components:
     bot_token: str | None = None
     extract_resources: bool = False
     extract_ids: bool = False
+    #: file-type focus port (:mod:`skitter.typefocus`); the plain crawl by default.
+    focus: Focus = field(default_factory=NoFocus)
 
     def extract(
         self, body: bytes, url: str, content_type: str | None, x_robots: Sequence[str]
@@ -96,6 +99,7 @@ class Components:
                     self.anchors.close()
                 if self.warc is not None:
                     self.warc.close()
+                self.focus.close()
 
 
 def lease_policy(settings: CrawlSettings, clock: Callable[[], float]) -> LeasePolicy:
@@ -205,4 +209,5 @@ async def build_components(
         bot_token=product_token(settings.fetch.user_agent),
         extract_resources=settings.check_links and settings.check_resources,
         extract_ids=settings.check_fragments,
+        focus=focus_port(settings),
     )

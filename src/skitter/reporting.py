@@ -40,6 +40,7 @@ def build_report(
         "robots": robots,
         "traps": ctx.traps.report(),
         "seeds": list(ctx.settings.seeds),
+        **ctx.components.focus.report_sections(ctx.stats.by_focus),
     }
 
 

@@ -13,6 +13,7 @@ __all__ = [
     "DEFAULT_USER_AGENT",
     "CrawlSettings",
     "FetchSettings",
+    "FocusSettings",
     "PolitenessSettings",
     "ScopeSettings",
 ]
@@ -120,6 +121,34 @@ class ScopeSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class FocusSettings:
+    """File-type focus and self-tuning (:mod:`skitter.typefocus`, :mod:`skitter.autotune`).
+
+    Attributes:
+        accept_types, reject_types: media types or families (``image/*``), lower-case.
+        accept_exts, reject_exts: URL path extensions without the dot, lower-case.
+        save_files: folder where accepted bodies are written (wget ``-x``), or None.
+        concurrency_auto: tune the fetches in flight (``--concurrency auto``), up to
+            ``PolitenessSettings.concurrency``.
+        cpu_target: share of one core the process may use before concurrency is lowered.
+        max_memory_bytes: resident memory above which concurrency is lowered; None = a
+            quarter of the machine.
+        timeout_auto: per-host idle-read deadline from observed response times
+            (``--timeout auto``); ``FetchSettings.timeout_s`` stays the hard cap.
+    """
+
+    accept_types: tuple[str, ...] = ()
+    reject_types: tuple[str, ...] = ()
+    accept_exts: tuple[str, ...] = ()
+    reject_exts: tuple[str, ...] = ()
+    save_files: str | None = None
+    concurrency_auto: bool = False
+    cpu_target: float = 0.85
+    max_memory_bytes: int | None = None
+    timeout_auto: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class CrawlSettings:
     """Everything one crawl needs.
 
@@ -144,6 +173,7 @@ class CrawlSettings:
             in ``anchors.jsonl`` so that ``page#name`` links can be checked.
         processes: crawler processes, each owning the hosts that hash to it
             (:mod:`skitter.processes`; run by the command line). 1 = this process only.
+        focus: file-type focus, ``--save-files``, adaptive concurrency and timeouts.
     """
 
     out_dir: str
@@ -161,3 +191,4 @@ class CrawlSettings:
     check_resources: bool = False
     check_fragments: bool = False
     processes: int = 1
+    focus: FocusSettings = field(default_factory=FocusSettings)

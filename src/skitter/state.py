@@ -23,7 +23,13 @@ from typing import Any
 
 from skitter import __version__
 from skitter.errors import StateError
-from skitter.settings import CrawlSettings, FetchSettings, PolitenessSettings, ScopeSettings
+from skitter.settings import (
+    CrawlSettings,
+    FetchSettings,
+    FocusSettings,
+    PolitenessSettings,
+    ScopeSettings,
+)
 
 __all__ = [
     "FORMAT_VERSION",
@@ -105,8 +111,9 @@ def settings_from_dict(data: dict[str, Any]) -> CrawlSettings:
     result: CrawlSettings = replace(
         _build(
             CrawlSettings,
-            {k: v for k, v in data.items() if k not in ("fetch", "politeness", "scope")},
+            {k: v for k, v in data.items() if k not in ("fetch", "politeness", "scope", "focus")},
         ),
+        focus=_build(FocusSettings, data.get("focus", {})),
         fetch=fetch_s,
         politeness=_build(PolitenessSettings, data.get("politeness", {})),
         scope=_build(ScopeSettings, data.get("scope", {})),

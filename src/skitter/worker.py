@@ -86,6 +86,8 @@ class Worker:
         self.ctx = ctx
         self._ip_sems: dict[str, asyncio.Semaphore] = {}
         self._host_last_end: dict[str, float] = {}
+        # pages go through the focus port's fetcher (drops rejected types on their headers)
+        self._page_fetcher = ctx.components.focus.page_fetcher(ctx.components.fetcher)
 
     async def add_seeds(self, seeds: Sequence[str]) -> None:
         """Queue the seed URLs (canonicalised; invalid or non-HTTP ones are ignored with a
@@ -245,7 +247,10 @@ class Worker:
         try:
             async with self._ip_slot(req.url):
                 resp = await policy.fetch(
-                    c.fetcher, req, host, functools.partial(self._pause, host, crawl_delay)
+                    self._page_fetcher,
+                    req,
+                    host,
+                    functools.partial(self._pause, host, crawl_delay),
                 )
         except FetchError as exc:
             end = self.ctx.clock()
@@ -268,7 +273,7 @@ class Worker:
             return
         end = self.ctx.clock()
         self._host_last_end[host] = end
-        if c.warc is not None and not req.check_only:
+        if c.warc is not None and not req.check_only and c.focus.archive(req.url, resp):
             c.warc.write_exchange(req.url, resp, ip=resp.peer_ip)
         gap = self.gap_s(crawl_delay)
         status = resp.status
@@ -373,6 +378,8 @@ class Worker:
             new_rows, new_decisions = await self._decide_links(req, page)
             rows.extend(new_rows)
             decisions.update(new_decisions)
+        # the focus port counts and saves the response (before its record: crash-safe)
+        dropped = c.focus.outcome(req, resp, self.ctx.stats.by_focus)
         rec = PageRecord(
             url=req.requested_url,
             final_url=req.url,
@@ -385,8 +392,8 @@ class Worker:
             elapsed_s=resp.elapsed_s,
             attempts=attempts,
             redirects=list(req.redirects),
-            error=None,
-            error_detail=detail,
+            error=dropped[0] if dropped else None,
+            error_detail=dropped[1] if dropped else detail,
         )
         # no await between these writes: the page's rows and record land together
         if c.anchors is not None and page is not None:
@@ -420,6 +427,8 @@ class Worker:
         policy = self.ctx.policy
         check = policy.check_only_for if policy.rejudges_links else None
         link_filter = self.ctx.hooks.link_filter
+        focus = c.focus
+        type_ok = focus.link_allowed if focus.filters_links else None
         queued, seen_v = Decision.QUEUED, Decision.SEEN.value
         child_depth = req.depth + 1
         is_seed_page = req.depth == 0 and not req.redirects
@@ -449,6 +458,8 @@ class Worker:
                     keep = await keep
                 if not keep:
                     decision = Decision.SCOPE
+            if decision is queued and type_ok is not None and canon and not type_ok(canon):
+                decision = Decision.TYPE
             dec = decision.value
             if decision is queued and canon is not None:
                 if canon in pending or canon == source:

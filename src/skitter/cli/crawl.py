@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from skitter.cli.common import add_common_flags, os_error_line, processes, settings_from_args
+from skitter.cli.focus_flags import add_focus_flags
 from skitter.cli.progress import Progress, run_crawler
 from skitter.crawler import Crawler
 from skitter.errors import ConfigError, SkitterError
@@ -36,6 +37,7 @@ def add_parser(sub: Any) -> None:
     c.add_argument("--out", "-o", metavar="DIR", required=True, help="output folder")
     c.add_argument("--resume", action="store_true", help="continue the crawl stored in --out")
     out = add_common_flags(c)
+    add_focus_flags(c)
     out.add_argument("--no-warc", action="store_true", help="do not write WARC files")
     out.add_argument(
         "--processes",

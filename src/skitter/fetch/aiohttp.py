@@ -96,6 +96,8 @@ class _Progress:
     decoded_bytes: int = 0
     content_length: int | None = None
     chunked: bool = False
+    idle_s: float = 0.0  # the idle-read deadline of this fetch
+    keep_body: Callable[[int, tuple[tuple[str, str], ...]], bool] | None = None
 
 
 def _phase_setter(
@@ -307,6 +309,8 @@ class AiohttpFetcher:
         method: str = "GET",
         max_body_bytes: int | None = None,
         truncate: bool = False,
+        keep_body: Callable[[int, tuple[tuple[str, str], ...]], bool] | None = None,
+        read_timeout_s: float | None = None,
     ) -> Response:
         """Fetch ``request.url`` once (no redirects followed) and return the response.
 
@@ -325,6 +329,11 @@ class AiohttpFetcher:
                 ``Response.truncated`` set (the connection is closed, not drained). For
                 files that are defined by their first N bytes, e.g. robots.txt
                 (RFC 9309 §2.5: parse at least the first 500 KiB).
+            keep_body: called with (status, headers) when the headers arrive; False drops
+                the response there: its body is not read (the connection is closed) and
+                ``body``/``raw_body`` are empty (:mod:`skitter.typefocus`).
+            read_timeout_s: this fetch's idle-read deadline in seconds (None =
+                ``settings.read_timeout_s``; ``--timeout auto``: :mod:`skitter.autotune`).
 
         Returns:
             :class:`~skitter.models.Response`: ``headers`` from the raw header bytes decoded
@@ -347,7 +356,8 @@ class AiohttpFetcher:
         s = self.settings
         cap = s.max_body_bytes if max_body_bytes is None else max_body_bytes
         method = method.upper()
-        progress = _Progress()
+        progress = _Progress(keep_body=keep_body)
+        progress.idle_s = s.read_timeout_s if read_timeout_s is None else read_timeout_s
         start = self._clock()
         deadline = asyncio.timeout(s.timeout_s)
         try:
@@ -375,6 +385,7 @@ class AiohttpFetcher:
         truncate: bool = False,
     ) -> Response:
         s = self.settings
+        request_method = method
         try:
             url = URL(request.url, encoded=True)
         except (ValueError, TypeError) as exc:
@@ -392,11 +403,17 @@ class AiohttpFetcher:
             allow_redirects=False,
             proxy=s.proxy or None,
             trace_request_ctx=progress,
+            timeout=aiohttp.ClientTimeout(
+                total=None, sock_connect=s.connect_timeout_s, sock_read=progress.idle_s or None
+            ),
         )
         complete = False
         try:
             progress.phase = "body"
             headers = tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers)
+            keep = progress.keep_body
+            if keep is not None and not keep(resp.status, headers):
+                method = "HEAD"  # dropped on its headers: the body is not read (closed below)
             try:
                 raw, body, truncated = await self._read_body(
                     resp, headers, method, cap, progress, truncate
@@ -406,7 +423,8 @@ class AiohttpFetcher:
                 raise BodyTooLarge(
                     f"{exc.detail} (HTTP status {resp.status})", bytes_read=exc.bytes_read
                 ) from None
-            complete = not truncated  # a truncated body was not read to its end: close
+            # a truncated or dropped body was not read to its end: close
+            complete = not truncated and method == request_method
         finally:
             if complete:
                 resp.release()
@@ -482,7 +500,7 @@ class AiohttpFetcher:
         self, resp: ClientResponse, protocol: ResponseHandler | None, progress: _Progress
     ) -> bytes:
         """Next body chunk (b"" at the end), with an idle deadline of ``read_timeout_s``."""
-        idle_s = self.settings.read_timeout_s
+        idle_s = progress.idle_s
         if idle_s <= 0:  # no idle deadline configured
             return await resp.content.readany()
         waited = 0.0
@@ -530,7 +548,7 @@ class AiohttpFetcher:
             )
         if isinstance(exc, aiohttp.ServerTimeoutError):
             return FetchTimeout(
-                f"timeout (idle read): no data for {s.read_timeout_s:g} s "
+                f"timeout (idle read): no data for {progress.idle_s:g} s "
                 f"during {progress.phase}, {progress.raw_bytes} body bytes read",
                 bytes_read=n,
             )
