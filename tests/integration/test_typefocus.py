@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -154,6 +155,7 @@ async def test_cli_save_files_accept_pdf_and_bad_values(site: Site, tmp_path: Pa
     args = [
         *("crawl", site.url(A, "/"), "--out", str(out), "--save-files", str(files)),
         *("--accept-type", "application/pdf", "--reject-ext", ".ZIP", "--processes", "1"),
+        *("--concurrency", "auto", "--cpu-target", "0.9", "--max-memory", "2GiB"),
         *("--resolve", f"{A}:{site.port}:127.0.0.1", "--resolve-only", "--delay", "0", "-q"),
     ]
     proc = await asyncio.create_subprocess_exec(
@@ -171,6 +173,9 @@ async def test_cli_save_files_accept_pdf_and_bad_values(site: Site, tmp_path: Pa
             "x.html",
         ]
     )
+    conc = json.loads((out / "report.json").read_text())["concurrency"]
+    assert conc["mode"] == "auto" and conc["ceiling"] == 256 and conc["cpu_target"] == 0.9
+    assert conc["max_memory_bytes"] == 2 << 30
     state = (out / "state.json").read_text()
     assert '"accept_types": [' in state and str(files) in state
     for flags, message in (
