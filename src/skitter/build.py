@@ -9,11 +9,13 @@ from pathlib import Path
 
 from skitter import __version__
 from skitter.checklinks import ANCHORS_FILE, AnchorsWriter, CheckPolicy
+from skitter.deadlines import DeadlineEstimator, DeadlineFetcher
 from skitter.errors import ConfigError, StateError
 from skitter.export.links import LinksWriter
 from skitter.export.pages import PagesWriter
 from skitter.export.warc import WarcWriter
 from skitter.fetch.aiohttp import AiohttpFetcher
+from skitter.fetch.base import Fetcher
 from skitter.frontier.base import Frontier
 from skitter.lease_policy import LeasePolicy
 from skitter.links import extract
@@ -58,6 +60,10 @@ class Components:
     extract_ids: bool = False
     #: file-type focus port (:mod:`skitter.typefocus`); the plain crawl by default.
     focus: Focus = field(default_factory=NoFocus)
+    #: the fetcher for pages (type focus, adaptive deadlines); None = ``fetcher``.
+    page_fetcher: Fetcher | None = None
+    #: ``--timeout auto`` (:mod:`skitter.deadlines`), or None.
+    deadlines: DeadlineEstimator | None = None
 
     def extract(
         self, body: bytes, url: str, content_type: str | None, x_robots: Sequence[str]
@@ -185,6 +191,16 @@ async def build_components(
         clock=time.time,
         ignore=p.ignore_robots,
     )
+    focus = focus_port(settings)
+    f = settings.focus
+    deadlines = (
+        DeadlineEstimator(
+            settings.fetch.read_timeout_s,
+            floor_s=min(f.timeout_floor_s, settings.fetch.read_timeout_s),
+        )
+        if f.timeout_auto
+        else None
+    )
     warc = (
         WarcWriter(
             str(warc_dir or out_dir),
@@ -209,5 +225,9 @@ async def build_components(
         bot_token=product_token(settings.fetch.user_agent),
         extract_resources=settings.check_links and settings.check_resources,
         extract_ids=settings.check_fragments,
-        focus=focus_port(settings),
+        focus=focus,
+        page_fetcher=focus.page_fetcher(
+            DeadlineFetcher(fetcher, deadlines) if deadlines else fetcher
+        ),
+        deadlines=deadlines,
     )

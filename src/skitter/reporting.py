@@ -41,6 +41,7 @@ def build_report(
         "traps": ctx.traps.report(),
         "seeds": list(ctx.settings.seeds),
         **ctx.components.focus.report_sections(ctx.stats.by_focus),
+        **(d.report_sections() if (d := ctx.components.deadlines) is not None else {}),
     }
 
 

@@ -135,6 +135,7 @@ class FocusSettings:
             quarter of the machine.
         timeout_auto: per-host idle-read deadline from observed response times
             (``--timeout auto``); ``FetchSettings.timeout_s`` stays the hard cap.
+        timeout_floor_s: the shortest adaptive idle-read deadline, seconds.
     """
 
     accept_types: tuple[str, ...] = ()
@@ -146,6 +147,7 @@ class FocusSettings:
     cpu_target: float = 0.85
     max_memory_bytes: int | None = None
     timeout_auto: bool = False
+    timeout_floor_s: float = 3.0
 
 
 @dataclass(frozen=True, slots=True)

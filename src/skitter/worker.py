@@ -86,8 +86,8 @@ class Worker:
         self.ctx = ctx
         self._ip_sems: dict[str, asyncio.Semaphore] = {}
         self._host_last_end: dict[str, float] = {}
-        # pages go through the focus port's fetcher (drops rejected types on their headers)
-        self._page_fetcher = ctx.components.focus.page_fetcher(ctx.components.fetcher)
+        # pages: the file-type focus and adaptive deadlines wrap the fetcher (skitter.build)
+        self._page_fetcher = ctx.components.page_fetcher or ctx.components.fetcher
 
     async def add_seeds(self, seeds: Sequence[str]) -> None:
         """Queue the seed URLs (canonicalised; invalid or non-HTTP ones are ignored with a

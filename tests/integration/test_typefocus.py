@@ -156,6 +156,7 @@ async def test_cli_save_files_accept_pdf_and_bad_values(site: Site, tmp_path: Pa
         *("crawl", site.url(A, "/"), "--out", str(out), "--save-files", str(files)),
         *("--accept-type", "application/pdf", "--reject-ext", ".ZIP", "--processes", "1"),
         *("--concurrency", "auto", "--cpu-target", "0.9", "--max-memory", "2GiB"),
+        *("--timeout", "auto", "--timeout", "12"),
         *("--resolve", f"{A}:{site.port}:127.0.0.1", "--resolve-only", "--delay", "0", "-q"),
     ]
     proc = await asyncio.create_subprocess_exec(
@@ -173,7 +174,9 @@ async def test_cli_save_files_accept_pdf_and_bad_values(site: Site, tmp_path: Pa
             "x.html",
         ]
     )
-    conc = json.loads((out / "report.json").read_text())["concurrency"]
+    report = json.loads((out / "report.json").read_text())
+    assert report["timeouts"]["mode"] == "auto" and report["timeouts"]["ceiling_s"] == 12
+    conc = report["concurrency"]
     assert conc["mode"] == "auto" and conc["ceiling"] == 256 and conc["cpu_target"] == 0.9
     assert conc["max_memory_bytes"] == 2 << 30
     state = (out / "state.json").read_text()
