@@ -4,8 +4,10 @@
 CPU as a share of one core, its resident memory in bytes, the event loop's lag in seconds,
 the most fetches in flight since the last reading) and answers the new limit:
 
-- memory above ``max_memory_bytes``: halve (not below ``floor``);
-- CPU above ``cpu_target`` or loop lag above ``max_lag_s``: lower by a quarter;
+- memory above ``max_memory_bytes``: halve (down to 1);
+- CPU above ``cpu_target``: lower by an eighth; loop lag above ``max_lag_s``: by a quarter
+  (neither below ``floor``, 8: on a crawl whose CPU goes to parsing, not to connections,
+  fewer fetches in flight would only cost throughput);
 - else, if the limit was reached since the last reading (it is what holds the crawl back)
   and CPU is below ``cpu_target`` × :data:`HEADROOM`: raise by a quarter (at least 1, not
   above ``ceiling``);
@@ -73,7 +75,8 @@ class ConcurrencyController:
         ceiling: highest limit (``--concurrency N``, or 256 with ``auto`` alone).
         cpu_target: share of one core (0.85).
         max_memory_bytes: resident memory ceiling, bytes.
-        start: first limit (clamped to floor..ceiling); floor: lowest limit.
+        start: first limit (clamped to floor..ceiling); floor: lowest limit set for CPU or
+            lag (memory may lower it to 1).
         max_lag_s: event loop lag above which the limit is lowered, seconds.
 
     Attributes:
@@ -89,8 +92,8 @@ class ConcurrencyController:
         *,
         cpu_target: float = 0.85,
         max_memory_bytes: int,
-        start: int = 4,
-        floor: int = 1,
+        start: int = 8,
+        floor: int = 8,
         max_lag_s: float = 0.25,
     ) -> None:
         if ceiling < 1 or floor < 1 or cpu_target <= 0:
@@ -100,7 +103,7 @@ class ConcurrencyController:
         self.cpu_target = cpu_target
         self.max_memory_bytes = max_memory_bytes
         self.max_lag_s = max_lag_s
-        self.value = max(self.floor, min(start, ceiling))
+        self.value = max(1, min(start, ceiling))
         self.history: list[tuple[float, int, str]] = [(0.0, self.value, "start")]
         self._t0: float | None = None
 
@@ -110,11 +113,11 @@ class ConcurrencyController:
             self._t0 = now
         v = self.value
         if load.memory_bytes > self.max_memory_bytes:
-            new, why = max(self.floor, v // 2), "memory"
+            new, why = max(1, v // 2), "memory"
         elif load.cpu > self.cpu_target:
-            new, why = max(self.floor, v - max(1, v // 4)), "cpu"
+            new, why = min(v, max(self.floor, v - max(1, v // 8))), "cpu"
         elif load.lag_s > self.max_lag_s:
-            new, why = max(self.floor, v - max(1, v // 4)), "lag"
+            new, why = min(v, max(self.floor, v - max(1, v // 4))), "lag"
         elif load.peak_inflight >= v and load.cpu < self.cpu_target * HEADROOM:
             new, why = min(self.ceiling, v + max(1, v // 4)), "raise"
         else:

@@ -85,7 +85,7 @@ async def test_concurrency_rises_then_settles_under_a_cpu_cost_per_fetch(
     async def read(peak: int) -> Load:
         return Load(cpu=0.02 * peak, memory_bytes=0, lag_s=0.0, peak_inflight=peak)
 
-    ctl = ConcurrencyController(64, cpu_target=0.85, max_memory_bytes=1 << 40, start=2)
+    ctl = ConcurrencyController(64, cpu_target=0.85, max_memory_bytes=1 << 40, start=2, floor=2)
     limit = AutoLimit(ctl, read=read, sleep=ticks.sleep)
     res = await _crawl(site, tmp_path / "out", limit, ticks)
     assert res.report["totals"]["records"] == 1500
@@ -119,7 +119,7 @@ async def test_never_rises_when_responses_cost_more_cpu_than_the_target(
     5 % of a core: the limit only goes down."""
     _tree(site, 120, burn_ms=20)
     ticks = PageTicks(every=5)
-    ctl = ConcurrencyController(64, cpu_target=0.05, max_memory_bytes=1 << 40, start=16)
+    ctl = ConcurrencyController(64, cpu_target=0.05, max_memory_bytes=1 << 40, start=16, floor=1)
     limit = AutoLimit(ctl, read=ProcessLoad().read, sleep=ticks.sleep)
     res = await _crawl(site, tmp_path / "out", limit, ticks)
     values = [v for _, v, _ in res.report["concurrency"]["history"]]
