@@ -29,10 +29,10 @@ import asyncio
 import os
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from skitter.settings import CrawlSettings
+from skitter.settings import CrawlSettings, FocusSettings
 
 __all__ = [
     "HEADROOM",
@@ -43,6 +43,7 @@ __all__ = [
     "ProcessLoad",
     "concurrency_limit",
     "default_max_memory",
+    "share_memory",
 ]
 
 #: Raise the limit only while CPU is below this share of the target.
@@ -252,6 +253,13 @@ class AutoLimit:
                 "history": [list(h) for h in c.history],
             }
         }
+
+
+def share_memory(focus: FocusSettings, processes: int) -> FocusSettings:
+    """``focus`` for one of ``processes`` crawler processes: its share of ``--max-memory``
+    (the default, a quarter of the machine, is for all of them)."""
+    total = focus.max_memory_bytes or default_max_memory()
+    return replace(focus, max_memory_bytes=max(1, total // max(1, processes)))
 
 
 def concurrency_limit(settings: CrawlSettings) -> FixedLimit | AutoLimit:

@@ -30,6 +30,7 @@ from skitter.state import (
     read_json,
 )
 from skitter.stats import Stats
+from skitter.typefocus import merged_sections
 
 __all__ = ["MERGE_FILE", "Merger", "merged_report", "merged_stats"]
 
@@ -162,6 +163,7 @@ def merged_report(
     stats = merged_stats(out_dir, settings.processes)
     robots: dict[str, Any] = {}
     traps: dict[str, dict[str, Any]] = {}
+    reports: list[dict[str, Any]] = []
     for k in range(settings.processes):
         path = shard_dir(out_dir, k) / REPORT_FILE
         if not path.exists():
@@ -170,6 +172,7 @@ def merged_report(
             rep = read_json(path)
         except StateError:
             continue
+        reports.append(rep)
         robots.update(rep.get("robots") or {})
         for defence, t in (rep.get("traps") or {}).items():
             m = traps.setdefault(defence, {"limit": t.get("limit"), "count": 0, "urls": []})
@@ -185,4 +188,5 @@ def merged_report(
         "robots": dict(sorted(robots.items())),
         "traps": traps,
         "seeds": list(settings.seeds),
+        **merged_sections(reports),
     }

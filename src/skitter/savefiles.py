@@ -12,7 +12,8 @@ inside DIR after resolving symbolic links; one that would not is refused.
 
 Collisions: two URLs never share a file, even on a case-insensitive file system. The saver
 keeps ``DIR/.skitter-files.tsv`` (URL, relative path; one line per file, appended after the
-file is in place): a name already taken by another URL -- compared case-folded, and a file
+file is in place; the processes of a ``--processes`` crawl share it, their hosts differ):
+a name already taken by another URL -- compared case-folded, and a file
 where a directory is needed or the reverse -- gets ``~HASH`` (of the URL) before its
 extension. The same URL always gets the same file (a resumed crawl overwrites its own).
 
@@ -118,6 +119,7 @@ class FileSaver:
         self._files: dict[str, str] = {}  # case-folded relative path -> URL
         self._dirs: set[str] = set()  # case-folded folder paths
         self._manifest_path = self.root / MANIFEST
+        self._torn = False
         self._load()
         self._manifest = open(self._manifest_path, "a", encoding="utf-8")  # noqa: SIM115
 
@@ -127,9 +129,9 @@ class FileSaver:
         except FileNotFoundError:
             return
         end = data.rfind(b"\n") + 1
-        if end < len(data):  # a torn last line (crash): drop it
-            with open(self._manifest_path, "r+b") as fh:
-                fh.truncate(end)
+        # a torn last line (a crash while appending) is ignored and ended with a newline
+        # before the next append (not truncated: another process may be appending)
+        self._torn = end < len(data)
         for line in data[:end].decode("utf-8", errors="replace").splitlines():
             url, sep, rel = line.partition("\t")
             if sep:
@@ -208,7 +210,8 @@ class FileSaver:
         if url not in self._by_url:
             rel = target.relative_to(self.root).as_posix()
             self._take(url, rel)
-            self._manifest.write(f"{url}\t{rel}\n")
+            self._manifest.write(("\n" if self._torn else "") + f"{url}\t{rel}\n")
+            self._torn = False
             self._manifest.flush()
         return target
 

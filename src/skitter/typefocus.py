@@ -49,6 +49,7 @@ __all__ = [
     "TypeRules",
     "Verdict",
     "focus_port",
+    "merged_sections",
     "path_extension",
     "type_matches",
 ]
@@ -357,3 +358,23 @@ def focus_port(settings: CrawlSettings) -> Focus:
     from skitter.savefiles import FileSaver
 
     return TypeFocusPort(rules, FileSaver(f.save_files) if f.save_files is not None else None)
+
+
+def merged_sections(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """The sections of a sharded crawl's report.json that come from its processes'
+    reports: ``focus`` (counts summed), ``concurrency`` and ``timeouts`` (``{"per_process":
+    [...]}``, in process order); absent sections stay absent."""
+    out: dict[str, Any] = {}
+    focus = [r["focus"] for r in reports if isinstance(r.get("focus"), dict)]
+    if focus:
+        merged = dict(focus[0])
+        for f in focus[1:]:
+            for k, v in f.items():
+                if isinstance(v, int) and not isinstance(v, bool):
+                    merged[k] = merged.get(k, 0) + v
+        out["focus"] = merged
+    for name in ("concurrency", "timeouts"):
+        parts = [r[name] for r in reports if isinstance(r.get(name), dict)]
+        if parts:
+            out[name] = {"per_process": parts}
+    return out

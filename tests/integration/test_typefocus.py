@@ -204,3 +204,38 @@ async def test_cli_save_files_accept_pdf_and_bad_values(site: Site, tmp_path: Pa
         )
         assert bad.returncode == 2 and "Traceback" not in bad.stderr, bad.stderr
         assert message in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+
+
+async def test_two_processes_save_files_and_merge_the_sections(site: Site, tmp_path: Path) -> None:
+    released = asyncio.Event()
+    released.set()
+    _build(site, released)
+    B = "other.test"
+    site.route(A, "/", links_page("/x.html", "/doc.pdf", "/img.png", f"http://{B}:{site.port}/"))
+    site.route(B, "/", links_page("/b.pdf"))
+    site.route(B, "/b.pdf", text(b"%PDF b", content_type="application/pdf"))
+    out, files = tmp_path / "out", tmp_path / "files"
+    args = [
+        *("crawl", site.url(A, "/"), site.url(B, "/"), "--out", str(out), "--processes", "2"),
+        *("--save-files", str(files), "--accept-type", "application/pdf", "--scope", "any"),
+        *("--concurrency", "auto", "--max-memory", "1GiB", "--timeout", "auto", "-q"),
+        *("--resolve", f"{A}:{site.port}:127.0.0.1", "--resolve", f"{B}:{site.port}:127.0.0.1"),
+        *("--resolve-only", "--delay", "0"),
+    ]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "skitter", *args, stderr=asyncio.subprocess.PIPE
+    )
+    _, err = await asyncio.wait_for(proc.communicate(), 90)
+    assert proc.returncode == 0, err
+    assert (files / f"{B}+{site.port}" / "b.pdf").read_bytes() == b"%PDF b"
+    assert (files / f"{A}+{site.port}" / "x.html").read_bytes() == PDF1
+    report = json.loads((out / "report.json").read_text())
+    f = report["focus"]
+    assert f["accept_types"] == ["application/pdf"]
+    assert (f["results"], f["rejected"], f["saved"]) == (5, 1, 5)  # x, Deep, evil, out, b
+    assert report["totals"]["by_error"] == {"rejected_type": 1}
+    per = report["concurrency"]["per_process"]
+    assert len(per) == 2 and all(p["max_memory_bytes"] == 1 << 29 for p in per)
+    assert len(report["timeouts"]["per_process"]) == 2
+    manifest = (files / ".skitter-files.tsv").read_text().splitlines()
+    assert len(manifest) == 5 and all("\t" in ln for ln in manifest)

@@ -116,7 +116,9 @@ def test_saver_case_collisions_file_dir_clash_and_resume(tmp_path: Path) -> None
     s2 = FileSaver(root)
     assert s2.path_for("http://h.test/report.pdf") == b
     assert s2.path_for("http://h.test/Report.pdf") == a
-    assert (root / MANIFEST).read_text().endswith("\n")
+    s2.save("http://h.test/new.pdf", b"N")
+    lines = (root / MANIFEST).read_text().splitlines()
+    assert lines[-2:] == ["http://h.test/torn", "http://h.test/new.pdf\th.test/new.pdf"]
     assert b.read_bytes() == b"B2" and a.read_bytes() == b"A"
     s2.close()
     for p in root.rglob("*"):
