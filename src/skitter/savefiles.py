@@ -17,8 +17,9 @@ a name already taken by another URL -- compared case-folded, and a file
 where a directory is needed or the reverse -- gets ``~HASH`` (of the URL) before its
 extension. The same URL always gets the same file (a resumed crawl overwrites its own).
 
-Crash safety: a file is written to a temporary name in its folder, flushed, then renamed
-(``os.replace``); the worker saves the file before it writes the page's pages.jsonl record,
+Crash safety: a file is written to a temporary file in ``DIR/.skitter-tmp/`` (named for the
+writing process; those of dead processes are removed when a saver opens), flushed, then
+renamed into place (``os.replace``); the worker saves the file before it writes the page's pages.jsonl record,
 so every recorded result has its file and a refetched one replaces it whole.
 """
 
@@ -30,12 +31,14 @@ import os
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
-__all__ = ["MANIFEST", "MAX_NAME_BYTES", "FileSaver", "safe_relpath"]
+__all__ = ["MANIFEST", "MAX_NAME_BYTES", "TMP_DIR", "FileSaver", "safe_relpath"]
 
 log = logging.getLogger("skitter")
 
 #: The saver's list of written files (URL TAB relative path), in DIR.
 MANIFEST = ".skitter-files.tsv"
+#: Folder of files being written (renamed into place when complete), in DIR.
+TMP_DIR = ".skitter-tmp"
 #: Longest file or folder name written, in UTF-8 bytes (file systems allow 255).
 MAX_NAME_BYTES = 200
 _UNSAFE = set('<>:"|?*\\/') | {chr(c) for c in range(32)} | {"\x7f"}
@@ -120,8 +123,25 @@ class FileSaver:
         self._dirs: set[str] = set()  # case-folded folder paths
         self._manifest_path = self.root / MANIFEST
         self._torn = False
+        self._tmp = self.root / TMP_DIR
+        self._tmp.mkdir(exist_ok=True)
+        self._clear_dead_tmp()
+        self._n = 0
         self._load()
         self._manifest = open(self._manifest_path, "a", encoding="utf-8")  # noqa: SIM115
+
+    def _clear_dead_tmp(self) -> None:
+        """Remove temporary files left by processes that no longer run (a crash)."""
+        for p in self._tmp.iterdir():
+            pid = p.name.split("-", 1)[0]
+            if not pid.isdigit() or int(pid) == os.getpid():
+                continue
+            try:
+                os.kill(int(pid), 0)
+            except ProcessLookupError:
+                p.unlink(missing_ok=True)
+            except OSError:
+                pass  # alive, someone else's
 
     def _load(self) -> None:
         try:
@@ -192,7 +212,8 @@ class FileSaver:
         target = self.path_for(url)
         if target is None:
             return None
-        tmp = target.with_name(f".{target.name[:100]}.{os.getpid()}.tmp")
+        self._n += 1
+        tmp = self._tmp / f"{os.getpid()}-{self._n}.tmp"
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             if target.is_symlink() or (target.exists() and not target.is_file()):

@@ -239,3 +239,54 @@ async def test_two_processes_save_files_and_merge_the_sections(site: Site, tmp_p
     assert len(report["timeouts"]["per_process"]) == 2
     manifest = (files / ".skitter-files.tsv").read_text().splitlines()
     assert len(manifest) == 5 and all("\t" in ln for ln in manifest)
+
+
+async def test_kill_9_while_saving_then_resume_writes_every_file_once(
+    site: Site, tmp_path: Path
+) -> None:
+    """kill -9 while a PDF body is on its way (held by the server), then --resume: every
+    accepted file is there, byte-identical, listed once in the manifest."""
+    held = asyncio.Event()
+    seen_held = asyncio.Event()
+    pdfs = {f"/f{i}.pdf": b"%PDF-" + bytes([i]) * (1000 + i) for i in range(6)}
+
+    async def hold(request: web.Request) -> web.StreamResponse:
+        seen_held.set()
+        resp = web.StreamResponse(headers={"Content-Type": "application/pdf"})
+        resp.content_length = 13
+        await resp.prepare(request)
+        await resp.write(b"%PDF-")
+        await held.wait()
+        await resp.write(b"the rest")
+        return resp
+
+    site.route(A, "/", links_page(*pdfs, "/next.html"))
+    site.route(A, "/next.html", links_page("/held.pdf"))
+    for p, body in pdfs.items():
+        site.route(A, p, text(body, content_type="application/pdf"))
+    site.route(A, "/held.pdf", hold)
+    out, files = tmp_path / "out", tmp_path / "files"
+    args = [
+        *("crawl", "--out", str(out), "--save-files", str(files), "--processes", "1"),
+        *("--accept-type", "application/pdf", "--resolve", f"{A}:{site.port}:127.0.0.1"),
+        *("--resolve-only", "--delay", "0", "-q"),
+    ]
+    exe = (sys.executable, "-m", "skitter")
+    proc = await asyncio.create_subprocess_exec(*exe, *args, site.url(A, "/"))
+    try:
+        await asyncio.wait_for(seen_held.wait(), 60)
+    finally:
+        proc.kill()
+        await proc.wait()
+    held.set()
+    proc = await asyncio.create_subprocess_exec(*exe, *args, "--resume")
+    assert await asyncio.wait_for(proc.wait(), 60) == 0
+    top = files / f"{A}+{site.port}"
+    for p, body in pdfs.items():
+        assert (top / p.lstrip("/")).read_bytes() == body
+    assert (top / "held.pdf").read_bytes() == b"%PDF-the rest"
+    manifest = (files / ".skitter-files.tsv").read_text().splitlines()
+    assert sorted(ln.split("\t")[1] for ln in manifest) == sorted(
+        f"{A}+{site.port}/{n}" for n in [*(p.lstrip("/") for p in pdfs), "held.pdf"]
+    )
+    assert not list((files / ".skitter-tmp").iterdir())

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from skitter.savefiles import MANIFEST, FileSaver, safe_relpath
+from skitter.savefiles import MANIFEST, TMP_DIR, FileSaver, safe_relpath
 from skitter.typefocus import (
     TypeRules,
     Verdict,
@@ -113,7 +115,16 @@ def test_saver_case_collisions_file_dir_clash_and_resume(tmp_path: Path) -> None
     # a torn manifest line (crash while appending) is dropped on reopen
     with open(root / MANIFEST, "a") as fh:
         fh.write("http://h.test/torn")
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    stale = root / TMP_DIR / f"{dead.stdout.strip()}-1.tmp"  # left by a killed writer
+    stale.write_bytes(b"half a file")
     s2 = FileSaver(root)
+    assert not stale.exists()
     assert s2.path_for("http://h.test/report.pdf") == b
     assert s2.path_for("http://h.test/Report.pdf") == a
     s2.save("http://h.test/new.pdf", b"N")
