@@ -19,8 +19,9 @@ extension. The same URL always gets the same file (a resumed crawl overwrites it
 
 Crash safety: a file is written to a temporary file in ``DIR/.skitter-tmp/`` (named for the
 writing process; those of dead processes are removed when a saver opens), flushed, then
-renamed into place (``os.replace``); the worker saves the file before it writes the page's pages.jsonl record,
-so every recorded result has its file and a refetched one replaces it whole.
+renamed into place (``os.replace``); the worker saves the file before it writes the page's
+pages.jsonl record, so every recorded result has its file and a refetched one replaces it
+whole.
 """
 
 from __future__ import annotations
