@@ -360,6 +360,7 @@ def settings_from_args(
         check_resources=b.check_resources,
         check_fragments=b.check_fragments,
         processes=pick("processes", b.processes),
+        extract_links=b.extract_links,
         focus=b.focus,
     )
     return focus_from_args(args, settings)
