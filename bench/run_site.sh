@@ -77,6 +77,7 @@ cleanup() {
   trap - EXIT INT TERM
   exec 1>&7 2>&8
   stop_child
+  if [ -n "$work" ] && [ -s "$SITE/error.log" ]; then cp "$SITE/error.log" "$rdir/nginx-error.log" || true; fi
   if [ -n "$nginx_pid" ] && kill -0 "$nginx_pid" 2>/dev/null; then
     kill -QUIT "$nginx_pid" || true
     for _ in $(seq 50); do kill -0 "$nginx_pid" 2>/dev/null || break; sleep 0.1; done
@@ -111,6 +112,7 @@ LOG_FORMAT=$(python3 -c 'import sys; sys.path.insert(0, "bench"); from accesslog
 cat > "$SITE/nginx.conf" <<EOF
 # bench/run_site.sh: $ROOT as http://$HOST:$PORT/ on 127.0.0.1, no compression
 worker_processes 1;
+worker_rlimit_nofile 65536;
 pid nginx.pid;
 error_log error.log warn;
 events { worker_connections 4096; }
@@ -127,7 +129,6 @@ http {
     tcp_nopush on;
     keepalive_requests 1000000;
     keepalive_timeout 65;
-    open_file_cache max=100000 inactive=60s;
     gzip off;
     client_body_temp_path tmp/body;
     proxy_temp_path tmp/proxy;
@@ -148,6 +149,8 @@ nginx -p "$SITE/" -c nginx.conf -e error.log
 for _ in $(seq 50); do [ -s "$SITE/nginx.pid" ] && break; sleep 0.1; done
 nginx_pid=$(cat "$SITE/nginx.pid")
 START=http://$HOST:$PORT/
+env http_proxy="http://127.0.0.1:$PORT/" no_proxy= wget -q -e use_proxy=on -O /dev/null "${START}index.html" ||
+  die "nginx does not serve ${START}index.html (see $SITE/error.log)"
 
 # ---------------------------------------------------------------- Skitter snapshot, machine
 SKITTER_SRC=$(pwd)/src
