@@ -7,7 +7,8 @@
 #
 # Environment (defaults in brackets):
 #   BENCH_SITE_ROOT [/usr/share/doc/rust-doc/html]  the folder served as http://rust-doc.test:PORT/
-#   BENCH_SITE_PORT [8090]  nginx port on 127.0.0.1;   BENCH_RUNS [2]  runs per tool
+#   BENCH_SITE_PORT [8090]  nginx port on 127.0.0.1
+#   BENCH_SITE_RUNS [BENCH_RUNS, else 2]  runs per tool
 #   BENCH_SITE_TOOLS ["wget wget-warc skitter-p1 skitter-p2"]  run in this order, alternating
 #   BENCH_KEEP [0]      1 = keep the crawlers' output folders
 #   BENCH_SNAPSHOT [1]  run Skitter from a copy of src/skitter taken at the start (0 = live src/)
@@ -21,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SHARED=${SHARED_BENCH:-../shared/bench}
 ROOT=${BENCH_SITE_ROOT:-/usr/share/doc/rust-doc/html}
-PORT=${BENCH_SITE_PORT:-8090}; RUNS=${BENCH_RUNS:-2}; KEEP=${BENCH_KEEP:-0}
+PORT=${BENCH_SITE_PORT:-8090}; RUNS=${BENCH_SITE_RUNS:-${BENCH_RUNS:-2}}; KEEP=${BENCH_KEEP:-0}
 TOOLS=${BENCH_SITE_TOOLS:-wget wget-warc skitter-p1 skitter-p2}
 SKITTER_PY=${SKITTER_PY:-.venv/bin/python}
 HOST=rust-doc.test
