@@ -136,14 +136,15 @@ def check_skitter(r: dict[str, Any], rdir: Path, urls: set[str], variants: int) 
     ok: set[str] = set()
     errors: Counter[str] = Counter()
     samples: dict[str, str] = {}
-    for line in jsonl.open():
-        rec = json.loads(line)
-        seen[rec["url"]] += 1
-        if rec.get("error"):
-            errors[rec["error"]] += 1
-            samples.setdefault(rec["error"], f"{rec['url']}: {rec.get('error_detail')}")
-        elif rec.get("status") == 200:
-            ok.add(rec["url"])
+    with jsonl.open() as fh:
+        for line in fh:
+            rec = json.loads(line)
+            seen[rec["url"]] += 1
+            if rec.get("error"):
+                errors[rec["error"]] += 1
+                samples.setdefault(rec["error"], f"{rec['url']}: {rec.get('error_detail')}")
+            elif rec.get("status") == 200:
+                ok.add(rec["url"])
     missing = sorted(urls - ok)
     extra = sorted(u for u in ok - urls if "?ref=" not in u)
     dup = sorted(u for u, n in seen.items() if n > 1)
@@ -209,15 +210,15 @@ def check_scrapy(
 
 def check_access(
     r: dict[str, Any], rdir: Path, urls: set[str], port: int, start: str
-) -> tuple[list[str], list[str]]:
-    """(problems, notes) of one run from its slice of nginx's access log (``STEM.access``); sets
-    r["robots_requests"], r["hosts_without_robots"], r["log_200"]. Problems: URLs of urls.txt
-    never answered 200 (an incomplete page set). Notes: hosts crawled without a robots.txt
-    request, URLs requested twice (Scrapy's start URL may be), 200s outside urls.txt and the
-    ?ref= variants (robots-disallowed pages)."""
+) -> tuple[list[str], list[str], list[str]]:
+    """(problems, politeness, info) of one run from its slice of nginx's access log
+    (``STEM.access``); sets r["robots_requests"], r["hosts_without_robots"], r["log_200"].
+    Problems: URLs of urls.txt never answered 200 (an incomplete page set). Politeness: hosts
+    crawled without a robots.txt request, URLs requested twice (Scrapy's start URL may be),
+    200s outside urls.txt and the ?ref= variants (robots-disallowed pages). Info: the counts."""
     path = rdir / (r["stem"] + ".access")
     if not path.exists():
-        return [], ["no access-log slice: page set not checked from the server side"]
+        return [], [], ["no access-log slice: page set not checked from the server side"]
     req = parse_access(path, port)
     ok = req.ok
     no_robots = req.hosts - set(req.robots_hosts)
@@ -225,7 +226,8 @@ def check_access(
     r["hosts_without_robots"] = len(no_robots)
     r["log_200"] = len(ok)
     r["log_requests"] = req.requests
-    problems, notes = [], []
+    problems: list[str] = []
+    notes: list[str] = []
     missing = sorted(urls - ok)
     if missing:
         problems.append(
@@ -246,12 +248,12 @@ def check_access(
             f"?ref= variants (robots-disallowed), e.g. {extra[:3]}"
         )
     nreq = {k: v for k, v in sorted(req.by_status.items())}
-    notes.append(
+    info = (
         f"server log: {req.requests:,} requests {nreq}, {len(ok):,} distinct URLs "
         f"answered 200, robots.txt {req.robots_requests} requests for "
         f"{len(req.robots_hosts)} hosts"
     )
-    return problems, notes
+    return problems, notes, [info]
 
 
 def main(rdir: Path) -> int:
@@ -267,7 +269,7 @@ def main(rdir: Path) -> int:
     )
     ce = sorted(k for k in groups if k.startswith("ceil-"))
     # the server-side checks first: they fill table columns (robots.txt requests)
-    access: dict[str, tuple[list[str], list[str]]] = {}
+    access: dict[str, tuple[list[str], list[str], list[str]]] = {}
     for k in sk + peers:
         for r in groups[k]:
             access[r["stem"]] = check_access(r, rdir, urls, manifest["port"], manifest["start"])
@@ -343,18 +345,17 @@ def main(rdir: Path) -> int:
     failed = False
     for k in sk + peers:
         for r in groups[k]:
-            log_problems, notes = access[r["stem"]]
-            if k in sk:
+            log_problems, politeness, notes = access[r["stem"]]
+            if k in sk:  # Skitter: impolite is a failure
                 probs = check_skitter(r, rdir, urls, manifest["variants"])
-                probs += log_problems + [
-                    n for n in notes if not n.startswith("server log: ") or " requests {" not in n
-                ]
-                notes = [n for n in notes if n not in probs]
-            elif k.startswith("scrapy"):
+                probs += log_problems + politeness
+            elif k.startswith("scrapy"):  # a peer's politeness is its own: reported
                 probs = check_scrapy(r, rdir, urls, manifest["crawlable_200"], manifest["start"])
                 probs += log_problems
+                notes = politeness + notes
             else:
                 probs = list(log_problems)
+                notes = politeness + notes
                 if r.get("exit") not in (0, None):
                     probs.append(f"exit status {r.get('exit')}")
                 if r.get("pages") != manifest["crawlable_200"]:

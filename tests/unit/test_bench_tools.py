@@ -78,3 +78,49 @@ def test_treewatch_merges_the_commands_figures(tmp_path: Path, code: int) -> Non
         assert key in res
     assert res["peak_rss_mb"] >= res["largest_process_rss_mb"]
     assert not (tmp_path / "result.json.inner").exists()
+
+
+def _results(tmp_path: Path) -> Path:
+    """A one-host results folder as bench/run_bench.sh leaves it: Skitter and spider-rs runs,
+    both with every page, neither asking for robots.txt; spider-rs also fetched one URL twice."""
+    import report  # noqa: F401  (bench/report.py: imported here so a syntax error fails loudly)
+
+    rdir = tmp_path / "res"
+    rdir.mkdir()
+    urls = ["http://h1.test:8080/", "http://h1.test:8080/a.html"]
+    (rdir / "urls.txt").write_text("\n".join(urls) + "\n")
+    manifest = dict(hosts=1, pages_per_host=2, seed=1, variants=0, crawlable_200=2, missing=0,
+                    port=8080, start=urls[0])  # fmt: skip
+    (rdir / "manifest.json").write_text(json.dumps(manifest))
+    lines = [f'1.0 0.001 h1.test 200 "GET {u[19:]} HTTP/1.1" "text/html" 10\n' for u in urls]
+    for stem, label, extra in (("skitter-p1-c128-r1", "skitter-p1-c128", []),
+                               ("spider-r1", "spider", [lines[1]])):  # fmt: skip
+        rec = dict(label=label, pages=2, wall_s=1.0, cpu_s=0.5, peak_rss_mb=10.0, exit=0,
+                   output_bytes=100, rate_to_last_page=4.0)  # fmt: skip
+        (rdir / f"{stem}.json").write_text(json.dumps(rec))
+        (rdir / f"{stem}.access").write_text("".join(lines + extra))
+    out = rdir / "skitter-p1-c128-r1"
+    out.mkdir()
+    (out / "pages.jsonl").write_text(
+        "".join(json.dumps({"url": u, "status": 200}) + "\n" for u in urls)
+    )
+    totals = {"records": 2, "by_status": {"200": 2}}
+    (out / "report.json").write_text(json.dumps({"stop_reason": "finished", "totals": totals}))
+    return rdir
+
+
+def test_report_fails_skitter_but_only_notes_a_peer_for_politeness(tmp_path: Path) -> None:
+    import report
+
+    rdir = _results(tmp_path)
+    assert report.main(rdir) == 1
+    summary = json.loads((rdir / "summary.json").read_text())
+    sk = summary["checks"]["skitter-p1-c128-r1"]
+    assert len(sk) == 1 and "1 of 1 hosts crawled without a robots.txt request" in sk[0]
+    assert summary["checks"]["spider-r1"] == []
+    notes = summary["notes"]["spider-r1"]
+    assert any("without a robots.txt request" in n for n in notes)
+    assert any("1 URLs requested more than once" in n for n in notes)
+    # spider-rs's rate is taken to its last page, not over its watchdog's wall time
+    assert summary["medians"]["spider"]["pages_per_s"] == 4.0
+    assert summary["medians"]["skitter-p1-c128"]["out_bytes_per_page"] == 50
