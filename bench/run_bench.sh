@@ -101,8 +101,12 @@ stop_child() {
   [ -n "$child" ] || return 0
   if kill -0 "$child" 2>/dev/null; then
     echo "bench: stopping process group $child" >&2
-    kill -INT -- "-$child" 2>/dev/null || kill -INT "$child" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$child" 2>/dev/null || break; sleep 0.2; done
+    # INT (a crawler's graceful stop), then TERM (INT is ignored when started in the background
+    # of a non-interactive shell), then KILL, to the whole process group
+    for sig in INT TERM; do
+      kill "-$sig" -- "-$child" 2>/dev/null || kill "-$sig" "$child" 2>/dev/null || true
+      for _ in $(seq 25); do kill -0 "$child" 2>/dev/null || break; sleep 0.2; done
+    done
     kill -KILL -- "-$child" 2>/dev/null || true
   fi
   child=""
