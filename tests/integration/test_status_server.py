@@ -104,7 +104,7 @@ async def test_hosts_sort_filter_page(served: StatusServer) -> None:
 async def test_host_header_check(served: StatusServer) -> None:
     port = served.port
     ok = [f"127.0.0.1:{port}", f"localhost:{port}", f"LOCALHOST:{port}"]
-    bad = ["evil.example:%d" % port, "127.0.0.1:1", "localhost", "", "127.0.0.1.nip.io:%d" % port]
+    bad = [f"evil.example:{port}", "127.0.0.1:1", "localhost", "", f"127.0.0.1.nip.io:{port}"]
     for host, want in [(h, 200) for h in ok] + [(h, 421) for h in bad]:
         # raw request: the Host header exactly as given
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -121,11 +121,10 @@ async def test_port_zero_and_status_url(tmp_path: Path) -> None:
         assert a.port != b.port and a.port > 0
         a.write_url(tmp_path)
         assert (tmp_path / "status.url").read_text() == f"http://127.0.0.1:{a.port}/\n"
-    with pytest.raises(OSError):
-        with socket.socket() as taken:
-            taken.bind(("127.0.0.1", 0))
-            taken.listen()
-            await StatusServer(LiveState(), port=taken.getsockname()[1]).start()
+    with pytest.raises(OSError), socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        await StatusServer(LiveState(), port=taken.getsockname()[1]).start()
 
 
 def test_host_page_100k_rows() -> None:
