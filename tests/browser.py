@@ -22,6 +22,10 @@ import aiohttp
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
+#: URL prefixes that stay on this machine.
+LOCAL_PREFIXES = ("http://127.0.0.1:", "http://localhost:", "data:", "about:", "file:")
+
+
 class Browser:
     """One headless Chromium with one page target. Use ``async with Browser() as b``."""
 
@@ -167,11 +171,7 @@ class Browser:
 
     def outside_requests(self) -> list[str]:
         """Requests to anything but loopback (data: and about: URLs are not network)."""
-        return [
-            u
-            for u in self.requests
-            if not u.startswith(("http://127.0.0.1:", "http://localhost:", "data:", "about:"))
-        ]
+        return [u for u in self.requests if not u.startswith(LOCAL_PREFIXES)]
 
 
 def chromium_available() -> bool:

@@ -24,6 +24,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.exposition import generate_latest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 from skitter import __version__
 
@@ -153,8 +155,9 @@ class CrawlMetrics:
     # ------------------------------------------------------------------ reading
 
     def text(self) -> str:
-        """The metrics in the Prometheus text exposition format 0.0.4."""
-        return generate_latest(self.registry).decode("utf-8")
+        """The metrics in the Prometheus text exposition format 0.0.4 (without the
+        ``_created`` timestamps, which mean nothing in a textfile)."""
+        return generate_latest(_WithoutCreated(self.registry)).decode("utf-8")
 
     def write_textfile(self, path: str | os.PathLike[str]) -> None:
         """Write :meth:`text` to ``path`` atomically (a temporary file in the same folder,
@@ -205,6 +208,18 @@ class CrawlMetrics:
         return cls.from_rows(
             iter_rows(out / "pages.jsonl"), dict(totals.get("by_decision", {})), robots
         )
+
+
+class _WithoutCreated(Collector):
+    """A registry's families without their ``_created`` samples, in registration order."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._registry = registry
+
+    def collect(self) -> Iterable[Metric]:
+        for fam in self._registry.collect():
+            fam.samples = [s for s in fam.samples if not s.name.endswith("_created")]
+            yield fam
 
 
 def iter_rows(path: Path) -> Iterable[dict[str, Any]]:
