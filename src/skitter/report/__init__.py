@@ -33,9 +33,9 @@ CHARTS = (
     "status-codes",
     "depth",
     "content-types",
+    "response-time",
     "top-hosts-pages",
     "top-hosts-errors",
-    "response-time",
 )
 
 
