@@ -64,9 +64,10 @@ def _headline(t: Totals, rate: float) -> Text:
 
 def _hosts_table(title: str, rows: Sequence[HostRow]) -> Table:
     tab = Table(title=title, title_justify="left", box=None, pad_edge=False, expand=False)
-    for name, justify in (("host", "left"), ("fetched", "right"), ("errors", "right"),
-                          ("avg", "right"), ("delay", "right"), ("last error", "left")):  # fmt: skip
-        tab.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    tab.add_column("host", no_wrap=True)
+    for name in ("fetched", "errors", "avg", "delay"):
+        tab.add_column(name, justify="right", no_wrap=True)
+    tab.add_column("last error", no_wrap=True)
     for r in rows:
         tab.add_row(
             r.host[:40],
