@@ -134,3 +134,53 @@ def test_host_page_100k_rows() -> None:
     assert [r["fetched"] for r in d["rows"]] == sorted(
         (r["fetched"] for r in d["rows"]), reverse=True
     )
+
+
+async def test_journal_source_follows_growing_files(tmp_path: Path) -> None:
+    from skitter.status.journal import JournalSource
+
+    src = JournalSource(tmp_path)
+    assert (await src.totals()).fetched == 0  # no files yet
+    pages = tmp_path / "pages.jsonl"
+    links = tmp_path / "links.tsv"
+    row = (
+        '{"url":"http://a.test:81/x","final_url":"http://a.test:81/x","status":200,'
+        '"content_type":"text/html","bytes":5,"elapsed_s":0.5,"attempts":2,"error":null}\n'
+    )
+    pages.write_text(row + '{"url":"http://b.test/","status":null,"error":"dns"')  # partial
+    links.write_text("source\ttarget\tfragment\tanchor\tkind\tnofollow\tdecision\n"
+                     "http://a.test:81/x\thttp://a.test:81/y\t\ty\ta\t0\tqueued\n")  # fmt: skip
+    src.update({"inflight": 2, "hosts": 1})
+    t = await src.totals()
+    assert (t.fetched, t.ok, t.errors, t.in_flight, t.hosts) == (1, 1, 0, 2, 1)
+    with pages.open("a") as f:
+        f.write(',"bytes":0,"elapsed_s":1.0,"attempts":1}\n')  # the line completes
+    t = await src.totals()
+    assert (t.fetched, t.errors, t.by_error) == (2, 1, {"dns": 1})
+    assert sorted(h.host for h in src.hosts()) == ["a.test:81", "b.test"]
+    fams = {f.name: f for f in text_string_to_metric_families(await src.metrics_text())}
+    assert fams["skitter_retries"].samples[0].value == 1
+    queued = [s.value for s in fams["skitter_link_decisions"].samples
+              if s.name.endswith("_total") and s.labels["decision"] == "queued"]  # fmt: skip
+    assert queued == [1]
+
+
+def test_server_thread_serves_a_blocking_caller() -> None:
+    import urllib.request
+
+    from skitter.status.server import ServerThread
+
+    th = ServerThread(StatusServer(fed_state()))
+    url = th.start()
+    try:
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # no proxy
+        with opener.open(url + "healthz", timeout=30) as r:
+            assert r.read() == b"ok\n"
+    finally:
+        th.stop()
+    th.stop()  # idempotent
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        with pytest.raises(OSError):
+            ServerThread(StatusServer(LiveState(), port=taken.getsockname()[1])).start()

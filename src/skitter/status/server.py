@@ -13,11 +13,13 @@ name it was bound to, with its port; otherwise 421 Misdirected Request (RFC 9110
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import ipaddress
 import itertools
 import json
 import math
+import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -31,7 +33,7 @@ from skitter import __version__
 from skitter.status.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from skitter.status.source import HOST_FIELDS, HostRow, StatusSource
 
-__all__ = ["MAX_PER_PAGE", "StatusServer", "host_page"]
+__all__ = ["MAX_PER_PAGE", "ServerThread", "StatusServer", "host_page"]
 
 #: The largest ``per_page`` of ``/api/hosts``.
 MAX_PER_PAGE = 1000
@@ -332,3 +334,53 @@ def _escape(s: str) -> str:
 
 def _read_static(name: str) -> str:
     return resources.files("skitter.status").joinpath("static", name).read_text(encoding="utf-8")
+
+
+class ServerThread:
+    """Runs a :class:`StatusServer` on an event loop of its own in a daemon thread, for a
+    caller that blocks (the ``--processes`` coordinator). ``start()`` returns the URL or raises
+    what binding raised; ``stop()`` is idempotent."""
+
+    def __init__(self, server: StatusServer) -> None:
+        self.server = server
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> str:
+        """Start serving; returns :attr:`StatusServer.url`.
+
+        Raises:
+            OSError: the address cannot be bound.
+        """
+        loop = asyncio.new_event_loop()
+        started: concurrent.futures.Future[str] = concurrent.futures.Future()
+
+        def run() -> None:
+            asyncio.set_event_loop(loop)
+            try:
+                started.set_result(loop.run_until_complete(self.server.start()))
+            except BaseException as exc:
+                started.set_exception(exc)
+                loop.close()
+                return
+            loop.run_forever()
+            loop.run_until_complete(self.server.stop())
+            loop.close()
+
+        self._loop = loop
+        self._thread = threading.Thread(target=run, name="skitter-status", daemon=True)
+        self._thread.start()
+        try:
+            return started.result(timeout=30)
+        except BaseException:
+            self._thread.join(timeout=30)
+            self._thread = None
+            raise
+
+    def stop(self) -> None:
+        """Stop serving and join the thread."""
+        if self._thread is None or self._loop is None:
+            return
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=30)
+        self._thread = None
