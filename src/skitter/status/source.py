@@ -14,9 +14,13 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from skitter.status.metrics import CrawlMetrics, status_class
+from skitter.urls import host_key
+
+if TYPE_CHECKING:
+    from skitter.export.pages import PageRecord
 
 __all__ = ["HOST_FIELDS", "HostRow", "LiveState", "StatusSource", "Totals"]
 
@@ -137,6 +141,9 @@ class LiveState:
         target: records the crawl ends at, when known (see :attr:`Totals.target`).
         metrics: the crawl's :class:`CrawlMetrics` (a new one by default).
         clock: Unix time in seconds (``time.time``; tests pass their own).
+        link_decisions: callable giving the crawl's links.tsv decision counts so far (read
+            when the figures are asked for, instead of an event per page).
+        ignore_robots: robots.txt is not consulted (the hosts' robots column says so).
     """
 
     def __init__(
@@ -147,7 +154,12 @@ class LiveState:
         target: int | None = None,
         metrics: CrawlMetrics | None = None,
         clock: Callable[[], float] = time.time,
+        link_decisions: Callable[[], Mapping[str, int]] | None = None,
+        ignore_robots: bool = False,
     ) -> None:
+        self._link_decisions = link_decisions
+        self._links_seen: Counter[str] = Counter()
+        self._robots_default = "ignored" if ignore_robots else "unknown"
         self.metrics = metrics if metrics is not None else CrawlMetrics()
         self.state = "running"
         self.target = target
@@ -157,6 +169,7 @@ class LiveState:
         self._started = clock()
         self._hosts: dict[str, HostRow] = {}
         self._elapsed_sum: dict[str, float] = {}
+        self._crawl_delay: dict[str, float] = {}
         self._t = Totals()
         self._by_class: Counter[str] = Counter()
         self._by_status: Counter[str] = Counter()
@@ -166,7 +179,9 @@ class LiveState:
     def _host(self, host: str) -> HostRow:
         h = self._hosts.get(host)
         if h is None:
-            h = self._hosts[host] = HostRow(host, delay_s=self._delay_s)
+            h = self._hosts[host] = HostRow(
+                host, delay_s=self._delay_s, robots=self._robots_default
+            )
         return h
 
     # ------------------------------------------------------------------ events
@@ -237,6 +252,47 @@ class LiveState:
         h.delay_cause = cause
         h.backoff_until = until
 
+    # ------------------------------------------------------------------ CrawlObserver
+
+    def on_record(self, rec: PageRecord, host: str) -> None:
+        """See :meth:`skitter.observer.CrawlObserver.on_record`."""
+        self.record(
+            host, rec.status, rec.error, rec.content_type, rec.bytes, rec.elapsed_s, rec.attempts
+        )
+
+    def on_robots(self, host: str, decision: str, crawl_delay_s: float | None) -> None:
+        """See :meth:`skitter.observer.CrawlObserver.on_robots`."""
+        self.robots(host, decision, "unreachable" if decision == "unreachable" else "ok")
+        if crawl_delay_s is not None:
+            self._crawl_delay[host] = crawl_delay_s
+
+    def on_schedule(self, host: str, not_before: float, retry: bool) -> None:
+        """See :meth:`skitter.observer.CrawlObserver.on_schedule`: the gap's cause is
+        ``backoff`` for a retry, else ``delay`` (--delay), ``crawl-delay`` (robots.txt) or
+        ``retry-after`` (a longer gap: a final 429/503's Retry-After)."""
+        gap = max(0.0, not_before - self._clock())
+        if retry:
+            self.wait(host, gap, "backoff", not_before)
+            return
+        cd = self._crawl_delay.get(host)
+        if gap <= self._delay_s + 0.05:
+            cause = "delay"
+        elif cd is not None and gap <= cd + 0.05:
+            cause = "crawl-delay"
+        else:
+            cause = "retry-after"
+        self.wait(host, gap, cause)
+
+    def on_queued(self, urls: frozenset[str]) -> None:
+        """See :meth:`skitter.observer.CrawlObserver.on_queued`."""
+        counts: Counter[str] = Counter()
+        for url in urls:
+            try:
+                counts[host_key(url)] += 1
+            except ValueError:
+                continue
+        self.queued(counts)
+
     def finish(self, state: str = "finished") -> None:
         """The crawl ended (or is stopping)."""
         self.state = state
@@ -247,6 +303,11 @@ class LiveState:
         """See :meth:`StatusSource.totals`."""
         t = self._t
         now = self._clock()
+        if self._link_decisions is not None:
+            for decision, n in self._link_decisions().items():
+                if n > self._links_seen[decision]:
+                    self.metrics.observe_links({decision: n - self._links_seen[decision]})
+                    self._links_seen[decision] = n
         if self._counts is not None:
             t.queued, t.in_flight, t.hosts = await self._counts()
         t.hosts_in_backoff = sum(
