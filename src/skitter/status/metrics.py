@@ -196,7 +196,8 @@ class CrawlMetrics:
     @classmethod
     def from_output(cls, out_dir: str | os.PathLike[str]) -> CrawlMetrics:
         """Rebuild the counters from an output folder: pages.jsonl rows, and the link and
-        robots decisions of report.json (``totals.by_decision``, ``totals.robots_disallowed``).
+        robots decisions of report.json (``totals.by_decision``, ``totals.robots_disallowed``,
+        the ``allowed`` counts of ``robots``).
         A truncated last line (a crash) is skipped; missing files count as empty.
         """
         out = Path(out_dir)
@@ -205,6 +206,11 @@ class CrawlMetrics:
             report = json.loads((out / "report.json").read_text(encoding="utf-8"))
         totals = report.get("totals", {}) if isinstance(report, dict) else {}
         robots = {"disallowed": int(totals.get("robots_disallowed", 0) or 0)}
+        per_origin = report.get("robots", {}) if isinstance(report, dict) else {}
+        if isinstance(per_origin, dict):
+            robots["allowed"] = sum(
+                int(v.get("allowed", 0) or 0) for v in per_origin.values() if isinstance(v, dict)
+            )
         return cls.from_rows(
             iter_rows(out / "pages.jsonl"), dict(totals.get("by_decision", {})), robots
         )

@@ -1,0 +1,111 @@
+"""The status parts of one crawl run, started and stopped around it by the command line:
+the observer (:class:`~skitter.status.source.LiveState`), the ``--status-port`` server, the
+terminal display, and at the end ``OUT/metrics.prom`` and ``OUT/report.html``.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from skitter.status.server import StatusServer
+from skitter.status.source import LiveState, StatusSource
+
+if TYPE_CHECKING:
+    from skitter.settings import CrawlSettings
+
+__all__ = ["StatusOptions", "announce", "live_state_for", "start_server", "write_end_files"]
+
+log = logging.getLogger("skitter")
+
+
+@dataclass(frozen=True, slots=True)
+class StatusOptions:
+    """``--status-port`` / ``--status-host``: port None = no server, 0 = a free port."""
+
+    port: int | None = None
+    host: str = "127.0.0.1"
+
+    @classmethod
+    def from_args(cls, args: Any) -> StatusOptions:
+        """From parsed command-line arguments (missing attributes: defaults)."""
+        return cls(getattr(args, "status_port", None), getattr(args, "status_host", "127.0.0.1"))
+
+
+def live_state_for(settings: CrawlSettings, crawler: Any = None) -> LiveState:
+    """A :class:`LiveState` for a crawl of ``settings``; with ``crawler`` (a
+    :class:`skitter.crawler.Crawler`, entered) its frontier counts and link decisions are read
+    from it when the figures are asked for."""
+    target = settings.max_pages
+    p = settings.politeness
+
+    counts = None
+    decisions = None
+    if crawler is not None:
+
+        async def counts_fn() -> tuple[int, int, int]:
+            c = await crawler.components.frontier.counts()
+            return (c.pending, c.leased, c.hosts)
+
+        def decisions_fn() -> Mapping[str, int]:
+            by_decision: Mapping[str, int] = crawler.stats.by_decision
+            return by_decision
+
+        counts, decisions = counts_fn, decisions_fn
+    return LiveState(
+        counts,
+        delay_s=p.delay_s,
+        target=target,
+        link_decisions=decisions,
+        ignore_robots=p.ignore_robots,
+    )
+
+
+def announce(server: StatusServer, out_dir: str | Path, quiet: bool = False) -> None:
+    """Write ``OUT/status.url`` and print the URL on stderr (unless quiet); a write failure
+    is a warning (the crawl goes on)."""
+    try:
+        server.write_url(out_dir)
+    except OSError as exc:
+        log.warning("cannot write %s/status.url: %s", out_dir, exc)
+    if not quiet:
+        print(f"status: {server.url}", file=sys.stderr)
+
+
+async def start_server(
+    source: StatusSource, opts: StatusOptions, out_dir: str | Path, quiet: bool = False
+) -> StatusServer | None:
+    """Start the status server when ``opts.port`` is set (None otherwise) and announce it.
+
+    Raises:
+        OSError: the address cannot be bound (the caller reports it as one line).
+    """
+    if opts.port is None:
+        return None
+    server = StatusServer(source, opts.host, opts.port, title=str(out_dir))
+    await server.start()
+    announce(server, out_dir, quiet)
+    return server
+
+
+def write_end_files(out_dir: str | Path, gauges: tuple[int, int, int, int] | None = None) -> None:
+    """Write ``OUT/metrics.prom`` (the counters rebuilt from pages.jsonl, links.tsv and
+    report.json, so they equal the files' counts even after resumes; ``gauges`` =
+    (queued, leased, active hosts, hosts in backoff) at the end) and ``OUT/report.html``.
+    A failure is logged as a warning: the crawl's own files are already written."""
+    from skitter.report import write_report
+    from skitter.status.metrics import CrawlMetrics
+
+    out = Path(out_dir)
+    try:
+        metrics = CrawlMetrics.from_output(out)
+        if gauges is not None:
+            metrics.set_frontier(*gauges)
+        metrics.write_textfile(out / "metrics.prom")
+        write_report(out)
+    except (OSError, ValueError) as exc:
+        log.warning("cannot write metrics.prom/report.html in %s: %s", out, exc)
