@@ -9,15 +9,30 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from skitter.cli.common import add_common_flags, os_error_line, processes, settings_from_args
+from skitter.cli.common import (
+    add_common_flags,
+    add_status_flags,
+    os_error_line,
+    processes,
+    settings_from_args,
+)
 from skitter.cli.progress import Progress, run_crawler
 from skitter.crawler import Crawler
 from skitter.errors import ConfigError, SkitterError
+from skitter.events import CrawlHooks
 from skitter.settings import (
     CrawlSettings,
 )
 from skitter.state import check_resume_compatible, load_state
 from skitter.stats import StatsSnapshot
+from skitter.status.session import (
+    StatusOptions,
+    announce,
+    bind_crawler,
+    live_state_for,
+    start_server,
+    write_end_files,
+)
 
 
 def add_parser(sub: Any) -> None:
@@ -36,6 +51,7 @@ def add_parser(sub: Any) -> None:
     c.add_argument("--out", "-o", metavar="DIR", required=True, help="output folder")
     c.add_argument("--resume", action="store_true", help="continue the crawl stored in --out")
     out = add_common_flags(c)
+    add_status_flags(c)
     out.add_argument("--no-warc", action="store_true", help="do not write WARC files")
     out.add_argument(
         "--processes",
@@ -46,11 +62,26 @@ def add_parser(sub: Any) -> None:
     )
 
 
-async def _crawl(settings: CrawlSettings) -> int:
-    progress = Progress(not settings.quiet and sys.stderr.isatty())
-    async with Crawler.from_settings(settings) as crawler:
-        snap, interrupted = await run_crawler(crawler, progress)
-        stop_reason = crawler.stop_reason
+async def _crawl(settings: CrawlSettings, status: StatusOptions) -> int:
+    live = live_state_for(settings)
+    progress = Progress(not settings.quiet and sys.stderr.isatty(), live)
+    # the server binds before the output folder is touched: a port in use fails cleanly
+    server = await start_server(live, status, str(settings.out_dir))
+    try:
+        async with Crawler.from_settings(settings, hooks=CrawlHooks(observer=live)) as crawler:
+            bind_crawler(live, crawler)
+            if server is not None:
+                announce(server, settings.out_dir, settings.quiet)
+            try:
+                snap, interrupted = await run_crawler(crawler, progress)
+            finally:
+                live.finish("finished" if crawler.stop_reason == "finished" else "stopped")
+            stop_reason = crawler.stop_reason
+            t = await live.totals()
+    finally:
+        if server is not None:
+            await server.stop()
+    write_end_files(settings.out_dir, (t.queued, t.in_flight, t.hosts, t.hosts_in_backoff))
     return _summary(settings, snap, stop_reason, interrupted)
 
 
@@ -98,35 +129,55 @@ def _summary(
     return 0
 
 
-def _crawl_processes(settings: CrawlSettings) -> int:
-    """``crawl`` with ``--processes`` > 1 (:mod:`skitter.processes`), progress on a TTY."""
+def _crawl_processes(settings: CrawlSettings, status: StatusOptions) -> int:
+    """``crawl`` with ``--processes`` > 1 (:mod:`skitter.processes`): the display on a TTY and
+    the status server follow the merged output (:class:`skitter.status.journal.JournalSource`)."""
     from skitter.processes import run_processes
+    from skitter.status.journal import JournalSource
+    from skitter.status.server import ServerThread, StatusServer
+    from skitter.status.terminal import RateMeter, render
 
+    p = settings.politeness
+    source = JournalSource(settings.out_dir, delay_s=p.delay_s, target=settings.max_pages)
+    show = not settings.quiet and sys.stderr.isatty()
+    thread: ServerThread | None = None
+    if status.port is not None:
+        thread = ServerThread(
+            StatusServer(source, status.host, status.port, title=str(settings.out_dir))
+        )
+        thread.start()
+        if not settings.quiet:
+            print(f"status: {thread.server.url}", file=sys.stderr)
     live: Any = None
-    on_status = None
-    if not settings.quiet and sys.stderr.isatty():
-        from rich.console import Console
-        from rich.live import Live
+    meter = RateMeter(window_s=30.0)
+    url_written = False
 
-        def on_status(t: dict[str, int]) -> None:
-            nonlocal live
-            if live is None:
-                live = Live("", console=Console(stderr=True), auto_refresh=False, transient=True)
-                live.start()
-            rate = t.get("records", 0) / max(t.get("elapsed_ms", 0) / 1000, 1e-9)
-            live.update(
-                f"pages {t.get('records', 0):,}  ok {t.get('ok', 0):,}  {rate:,.1f} pages/s  "
-                f"in flight {t.get('inflight', 0):,}  hosts {t.get('hosts', 0):,}  "
-                f"errors {t.get('errors', 0):,}  robots-blocked "
-                f"{t.get('robots_disallowed', 0):,}  ({settings.processes} processes)",
-                refresh=True,
-            )
+    def on_status(t: dict[str, int]) -> None:
+        nonlocal live, url_written
+        source.update(t)
+        if thread is not None and not url_written:  # the output folder is ready now
+            url_written = True
+            announce(thread.server, settings.out_dir, quiet=True)
+        if not show:
+            return
+        if live is None:
+            from rich.console import Console
+            from rich.live import Live
+
+            live = Live("", console=Console(stderr=True), auto_refresh=False, transient=True)
+            live.start()
+        tot = source.totals_now()
+        hosts = [] if tot.target else source.hosts()
+        live.update(render(tot, meter.add(tot.fetched), hosts), refresh=True)
 
     try:
         outcome = run_processes(settings, on_status=on_status)
     finally:
         if live is not None:
             live.stop()
+        source.finish()
+        if thread is not None:
+            thread.stop()
     if outcome.error is not None:
         print(f"skitter: error: {outcome.error}", file=sys.stderr)
         if outcome.exit_code == 2:
@@ -136,6 +187,7 @@ def _crawl_processes(settings: CrawlSettings) -> int:
             file=sys.stderr,
         )
         return 1
+    write_end_files(settings.out_dir, (0, 0, 0, 0) if outcome.stop_reason == "finished" else None)
     return _summary(settings, outcome.snapshot, outcome.stop_reason, outcome.interrupted)
 
 
@@ -155,9 +207,10 @@ def run(args: argparse.Namespace) -> int:
         from skitter.urls import canonicalize
 
         ScopeRule(settings.scope, [u for u in map(canonicalize, settings.seeds) if u])
+        status = StatusOptions.from_args(args)
         if settings.processes > 1:
-            return _crawl_processes(settings)
-        return asyncio.run(_crawl(settings))
+            return _crawl_processes(settings, status)
+        return asyncio.run(_crawl(settings, status))
     except SkitterError as exc:
         print(f"skitter: error: {exc}", file=sys.stderr)
         return 2

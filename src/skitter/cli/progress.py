@@ -10,38 +10,42 @@ from typing import Any
 
 from skitter.crawler import Crawler
 from skitter.stats import StatsSnapshot
+from skitter.status.source import StatusSource
 
 
 class Progress:
-    """A one-line live display on a terminal (rich), refreshed twice a second, or nothing:
-    pages, ok, pages/s, queued, in flight, hosts, errors, robots-blocked."""
+    """The live display on a terminal (rich, :mod:`skitter.status.terminal`), refreshed about
+    twice a second from a status source, or nothing: a progress bar when the crawl's end is
+    known (``--max-pages``), else a panel with the headline figures and the five slowest and
+    most failing hosts. On stderr only."""
 
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
+    def __init__(self, enabled: bool, source: StatusSource | None = None) -> None:
+        self.enabled = enabled and source is not None
+        self.source = source
         self.live: Any = None
         self._task: asyncio.Task[None] | None = None
 
     def start(self, crawler: Crawler) -> None:
-        if not self.enabled:
+        if not self.enabled or self.source is None:
             return
         from rich.console import Console
         from rich.live import Live
 
-        self.live = Live("", console=Console(stderr=True), refresh_per_second=4, transient=True)
+        self.live = Live("", console=Console(stderr=True), auto_refresh=False, transient=True)
         self.live.start()
-        self._task = asyncio.get_running_loop().create_task(self._refresh(crawler))
+        self._task = asyncio.get_running_loop().create_task(self._refresh(self.source))
 
-    async def _refresh(self, crawler: Crawler) -> None:
+    async def _refresh(self, source: StatusSource) -> None:
+        from skitter.status.terminal import RateMeter, render
+
+        meter = RateMeter(window_s=30.0)
         while self.live is not None:
-            s = crawler.snapshot()
-            c = await crawler.components.frontier.counts()
+            t = await source.totals()
+            rate = meter.add(t.fetched)
+            view = render(t, rate, [] if t.target else source.hosts())
             if self.live is None:
                 break
-            self.live.update(
-                f"pages {s.records:,}  ok {s.ok:,}  {s.pages_per_s:,.1f} pages/s  "
-                f"queued {c.pending:,}  in flight {c.leased:,}  hosts {c.hosts:,}  "
-                f"errors {s.errors:,}  robots-blocked {s.robots_disallowed:,}"
-            )
+            self.live.update(view, refresh=True)
             await asyncio.sleep(0.5)
 
     def stop(self) -> None:

@@ -72,10 +72,7 @@ class JournalSource:
         self._links = _Follower(out / "links.tsv", skip_header=True)
         self._counts = (0, 0, 0)
         self._lock = threading.Lock()
-        self.live = LiveState(self._frontier, delay_s=delay_s, target=target)
-
-    async def _frontier(self) -> tuple[int, int, int]:
-        return self._counts
+        self.live = LiveState(delay_s=delay_s, target=target)
 
     def update(self, status: Mapping[str, int]) -> None:
         """The coordinator's summed counters (``inflight``, ``hosts``, ``queued`` when known)."""
@@ -87,46 +84,59 @@ class JournalSource:
 
     def finish(self, state: str = "finished") -> None:
         """The crawl ended."""
-        self.live.finish(state)
+        with self._lock:
+            self.live.finish(state)
 
     def catch_up(self) -> None:
         """Read what was appended to the two files since the last call."""
         with self._lock:
-            for line in self._pages.new_lines():
-                try:
-                    row = json.loads(line)
-                except ValueError:
-                    continue
-                if not isinstance(row, dict):
-                    continue
-                status = row.get("status")
-                self.live.record(
-                    host_of(str(row.get("final_url") or row.get("url") or "")),
-                    status if isinstance(status, int) else None,
-                    row.get("error") or None,
-                    row.get("content_type") or None,
-                    int(row.get("bytes") or 0),
-                    float(row.get("elapsed_s") or 0.0),
-                    int(row.get("attempts") or 1),
-                )
-            decisions: Counter[str] = Counter()
-            for line in self._links.new_lines():
-                fields = line.rsplit(b"\t", 1)
-                if len(fields) == 2:
-                    decisions[fields[1].decode("utf-8", "replace")] += 1
-            self.live.links(decisions)
+            self._catch_up()
+
+    def _catch_up(self) -> None:
+        for line in self._pages.new_lines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(row, dict):
+                continue
+            status = row.get("status")
+            self.live.record(
+                host_of(str(row.get("final_url") or row.get("url") or "")),
+                status if isinstance(status, int) else None,
+                row.get("error") or None,
+                row.get("content_type") or None,
+                int(row.get("bytes") or 0),
+                float(row.get("elapsed_s") or 0.0),
+                int(row.get("attempts") or 1),
+            )
+        decisions: Counter[str] = Counter()
+        for line in self._links.new_lines():
+            fields = line.rsplit(b"\t", 1)
+            if len(fields) == 2:
+                decisions[fields[1].decode("utf-8", "replace")] += 1
+        self.live.links(decisions)
+
+    def totals_now(self) -> Totals:
+        """The headline figures now (synchronous: the coordinator's display calls it)."""
+        with self._lock:
+            self._catch_up()
+            return self.live.totals_now(self._counts)
 
     async def totals(self) -> Totals:
         """See :meth:`~skitter.status.source.StatusSource.totals`."""
-        self.catch_up()
-        return await self.live.totals()
+        return self.totals_now()
 
     def hosts(self) -> Sequence[HostRow]:
         """See :meth:`~skitter.status.source.StatusSource.hosts`."""
-        self.catch_up()
-        return self.live.hosts()
+        with self._lock:
+            self._catch_up()
+            return list(self.live.hosts())
 
     async def metrics_text(self) -> str:
         """See :meth:`~skitter.status.source.StatusSource.metrics_text`."""
-        self.catch_up()
-        return await self.live.metrics_text()
+        with self._lock:
+            self._catch_up()
+            t = self.live.totals_now(self._counts)
+            self.live.metrics.set_frontier(t.queued, t.in_flight, t.hosts, t.hosts_in_backoff)
+            return self.live.metrics.text()

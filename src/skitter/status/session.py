@@ -16,9 +16,17 @@ from skitter.status.server import StatusServer
 from skitter.status.source import LiveState, StatusSource
 
 if TYPE_CHECKING:
+    from skitter.crawler import Crawler
     from skitter.settings import CrawlSettings
 
-__all__ = ["StatusOptions", "announce", "live_state_for", "start_server", "write_end_files"]
+__all__ = [
+    "StatusOptions",
+    "announce",
+    "bind_crawler",
+    "live_state_for",
+    "start_server",
+    "write_end_files",
+]
 
 log = logging.getLogger("skitter")
 
@@ -36,33 +44,25 @@ class StatusOptions:
         return cls(getattr(args, "status_port", None), getattr(args, "status_host", "127.0.0.1"))
 
 
-def live_state_for(settings: CrawlSettings, crawler: Any = None) -> LiveState:
-    """A :class:`LiveState` for a crawl of ``settings``; with ``crawler`` (a
-    :class:`skitter.crawler.Crawler`, entered) its frontier counts and link decisions are read
-    from it when the figures are asked for."""
-    target = settings.max_pages
+def live_state_for(settings: CrawlSettings) -> LiveState:
+    """A :class:`LiveState` for a crawl of ``settings`` (its --delay, --max-pages as the
+    target, --ignore-robots); :func:`bind_crawler` then connects it to the crawl."""
     p = settings.politeness
+    return LiveState(delay_s=p.delay_s, target=settings.max_pages, ignore_robots=p.ignore_robots)
 
-    counts = None
-    decisions = None
-    if crawler is not None:
 
-        async def counts_fn() -> tuple[int, int, int]:
-            c = await crawler.components.frontier.counts()
-            return (c.pending, c.leased, c.hosts)
+def bind_crawler(live: LiveState, crawler: Crawler) -> None:
+    """Read the frontier counts and link decisions of ``crawler`` (entered) when ``live``'s
+    figures are asked for."""
 
-        def decisions_fn() -> Mapping[str, int]:
-            by_decision: Mapping[str, int] = crawler.stats.by_decision
-            return by_decision
+    async def counts() -> tuple[int, int, int]:
+        c = await crawler.components.frontier.counts()
+        return (c.pending, c.leased, c.hosts)
 
-        counts, decisions = counts_fn, decisions_fn
-    return LiveState(
-        counts,
-        delay_s=p.delay_s,
-        target=target,
-        link_decisions=decisions,
-        ignore_robots=p.ignore_robots,
-    )
+    def decisions() -> Mapping[str, int]:
+        return crawler.stats.by_decision
+
+    live.attach(counts, decisions)
 
 
 def announce(server: StatusServer, out_dir: str | Path, quiet: bool = False) -> None:
@@ -77,18 +77,18 @@ def announce(server: StatusServer, out_dir: str | Path, quiet: bool = False) -> 
 
 
 async def start_server(
-    source: StatusSource, opts: StatusOptions, out_dir: str | Path, quiet: bool = False
+    source: StatusSource, opts: StatusOptions, title: str = ""
 ) -> StatusServer | None:
-    """Start the status server when ``opts.port`` is set (None otherwise) and announce it.
+    """Start the status server when ``opts.port`` is set (None otherwise); announce it with
+    :func:`announce` once the output folder exists.
 
     Raises:
         OSError: the address cannot be bound (the caller reports it as one line).
     """
     if opts.port is None:
         return None
-    server = StatusServer(source, opts.host, opts.port, title=str(out_dir))
+    server = StatusServer(source, opts.host, opts.port, title=title)
     await server.start()
-    announce(server, out_dir, quiet)
     return server
 
 

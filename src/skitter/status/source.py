@@ -176,6 +176,13 @@ class LiveState:
         self._by_error: Counter[str] = Counter()
         self._by_type: Counter[str] = Counter()
 
+    def attach(
+        self, counts: CountsFn | None, link_decisions: Callable[[], Mapping[str, int]] | None
+    ) -> None:
+        """Set where the frontier counts and the link decisions are read from."""
+        self._counts = counts
+        self._link_decisions = link_decisions
+
     def _host(self, host: str) -> HostRow:
         h = self._hosts.get(host)
         if h is None:
@@ -301,6 +308,11 @@ class LiveState:
 
     async def totals(self) -> Totals:
         """See :meth:`StatusSource.totals`."""
+        return self.totals_now(await self._counts() if self._counts is not None else None)
+
+    def totals_now(self, counts: tuple[int, int, int] | None = None) -> Totals:
+        """:meth:`totals` with the frontier's ``(queued, in_flight, hosts)`` given (None:
+        keep the last ones)."""
         t = self._t
         now = self._clock()
         if self._link_decisions is not None:
@@ -308,8 +320,8 @@ class LiveState:
                 if n > self._links_seen[decision]:
                     self.metrics.observe_links({decision: n - self._links_seen[decision]})
                     self._links_seen[decision] = n
-        if self._counts is not None:
-            t.queued, t.in_flight, t.hosts = await self._counts()
+        if counts is not None:
+            t.queued, t.in_flight, t.hosts = counts
         t.hosts_in_backoff = sum(
             1 for h in self._hosts.values() if h.backoff_until is not None and h.backoff_until > now
         )
