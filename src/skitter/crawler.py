@@ -51,6 +51,7 @@ from skitter.events import CrawlHooks
 from skitter.export.links import LinkRow, format_rows
 from skitter.export.pages import PageRecord, iso_utc
 from skitter.models import Hop, Lease, Page, Request, Response
+from skitter.observer import observe_frontier
 from skitter.politeness import next_allowed_at, parse_retry_after, retry_decision
 from skitter.redirects import location_target
 from skitter.rules import Decision
@@ -221,6 +222,7 @@ class Crawler:
             warc_dir=link.out_dir if link is not None else None,
             warc_prefix=link.warc_prefix if link is not None else "skitter",
         )
+        self._c.frontier = observe_frontier(self._c.frontier, self.hooks.observer)
         try:
             if link is not None:
                 # after build_components: the frontier's lock is held before any repair
@@ -661,6 +663,7 @@ class Crawler:
         if not p.ignore_robots:
             chk = await c.robots.check(req.url)
             crawl_delay = chk.crawl_delay_s
+            self.hooks.observer.on_robots(host, chk.reason, crawl_delay)
             if not chk.allowed:
                 if chk.reason == "unreachable":
                     if chk.error_kind in ("dns", "blocked_address") or (
@@ -1110,6 +1113,7 @@ class Crawler:
         first = rec.redirects[0].status if rec.redirects else None
         verdict = record_verdict(rec.status, rec.error, rec.error_detail, first)
         self.stats.count_record(host, rec.depth, rec.status, rec.error, rec.bytes, verdict)
+        self.hooks.observer.on_record(rec, host)
 
     def _note(self, where: dict[str, list[str]], host: str, url: str) -> None:
         lst = where[host]
