@@ -17,7 +17,6 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from skitter.status.metrics import CrawlMetrics, status_class
-from skitter.urls import host_key
 
 if TYPE_CHECKING:
     from skitter.export.pages import PageRecord
@@ -292,13 +291,8 @@ class LiveState:
 
     def on_queued(self, urls: frozenset[str]) -> None:
         """See :meth:`skitter.observer.CrawlObserver.on_queued`."""
-        counts: Counter[str] = Counter()
-        for url in urls:
-            try:
-                counts[host_key(url)] += 1
-            except ValueError:
-                continue
-        self.queued(counts)
+        # canonical URLs: lower-case host, default port dropped, so the authority is the key
+        self.queued(Counter(_authority(u) for u in urls))
 
     def finish(self, state: str = "finished") -> None:
         """The crawl ended (or is stopping)."""
@@ -343,3 +337,11 @@ class LiveState:
         t = await self.totals()
         self.metrics.set_frontier(t.queued, t.in_flight, t.hosts, t.hosts_in_backoff)
         return self.metrics.text()
+
+
+def _authority(url: str) -> str:
+    """``host[:port]`` of a canonical absolute URL (userinfo dropped), without parsing it."""
+    rest = url.split("://", 1)[-1]
+    for sep in "/?#":
+        rest = rest.split(sep, 1)[0]
+    return rest.rsplit("@", 1)[-1]
