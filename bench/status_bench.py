@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -64,10 +65,8 @@ async def poll_status(url: str, stop: asyncio.Event) -> int:
                         n += 1
                 except aiohttp.ClientError:
                     pass
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 1.0)
-            except TimeoutError:
-                pass
     return n
 
 
@@ -142,8 +141,9 @@ async def measure(a: argparse.Namespace, tmp: Path, site: Path, port: int) -> No
                 ok = count_ok(out)
                 assert ok > 0, (out / "pages.jsonl").read_text()[:500]
                 results[status].append(ok / wall)
-                print(f"run {run} status={'on ' if status else 'off'} {ok} pages in "
-                      f"{wall:.2f} s = {ok / wall:.1f} pages/s ({polls} status requests)")  # fmt: skip
+                state = "on " if status else "off"
+                print(f"run {run} status={state} {ok} pages in {wall:.2f} s = "
+                      f"{ok / wall:.1f} pages/s ({polls} status requests)")  # fmt: skip
                 shutil.rmtree(out)
         off, on = statistics.median(results[False]), statistics.median(results[True])
         print(f"median pages/s: without status server {off:.1f}, with {on:.1f} "
@@ -151,9 +151,10 @@ async def measure(a: argparse.Namespace, tmp: Path, site: Path, port: int) -> No
 
 
 async def page_load(n_hosts: int) -> None:
+    from tests.browser import Browser
+
     from skitter.status.server import StatusServer
     from skitter.status.source import LiveState
-    from tests.browser import Browser
 
     st = LiveState(delay_s=1.0)
     for i in range(n_hosts):
