@@ -36,3 +36,24 @@ async def test_report_renders_in_chromium(tmp_path: Path) -> None:
         assert await b.eval("document.getElementById('errors-shown').textContent") == "1 shown"
         assert b.exceptions == [] and b.console_errors == []
         assert b.requests == [path.resolve().as_uri()]
+
+
+async def test_check_links_html_renders_in_chromium(tmp_path: Path) -> None:
+    from skitter.checklinks.formats import format_report
+    from tests.unit.test_checklinks import _sample
+
+    path = tmp_path / "links.html"
+    path.write_text(format_report(_sample(), "html"))
+    async with Browser() as b:
+        await b.goto(path.resolve().as_uri())
+        bars = "document.querySelectorAll('svg[data-chart=verdicts] rect').length"
+        assert await b.eval(bars) == 5
+        rows = "document.querySelectorAll('#broken tbody tr:not([hidden])').length"
+        assert await b.eval(rows) == 1
+        await b.eval(
+            "(() => { const i = document.querySelector('input[data-table=broken]');"
+            " i.value = 'nothing like this'; i.dispatchEvent(new Event('input')); })()"
+        )
+        assert await b.eval(rows) == 0
+        assert b.exceptions == [] and b.console_errors == []
+        assert b.requests == [path.resolve().as_uri()]

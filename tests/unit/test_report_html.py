@@ -110,3 +110,15 @@ def test_report_of_empty_crawl(tmp_path: Path) -> None:
     (tmp_path / "pages.jsonl").write_text("")
     html = render(read_output(tmp_path))
     assert html.count("no data") == len(CHARTS) - 1  # the response-time buckets show zeros
+
+
+def test_check_links_html_has_the_report_look() -> None:
+    from skitter.checklinks.formats import format_report
+    from skitter.report.page import STYLE
+    from tests.unit.test_checklinks import _sample
+
+    html = format_report(_sample(), "html")
+    assert STYLE in html and 'data-chart="verdicts"' in html
+    for section in ("broken", "unverified", "redirected"):
+        assert f'<table id="{section}">' in html and f'data-table="{section}"' in html
+    assert '<a href="http://www.test/gone" class="broken">http://www.test/gone</a>' in html

@@ -21,7 +21,7 @@ h1{font-size:1.35em;margin:.7em 0 .2em}h2{font-size:1.05em;margin:0 0 .5em}
 .cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(9.5em,1fr));gap:.6em;
 margin:.8em 0}
 .card{background:#fff;border:1px solid #e5e7eb;border-radius:.5em;padding:.5em .7em}
-.card b{display:block;font-size:1.35em;font-variant-numeric:tabular-nums}
+.card strong{display:block;font-size:1.35em;font-variant-numeric:tabular-nums}
 .card span{color:#6b7280;font-size:.85em}
 .grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(30em,1fr));gap:.7em}
 .panel{background:#fff;border:1px solid #e5e7eb;border-radius:.5em;padding:.8em;margin:.7em 0;
@@ -67,7 +67,8 @@ def document(title: str, body: str, *, subtitle: str = "") -> str:
 def cards(items: Iterable[tuple[str, str]]) -> str:
     """Headline figures: ``[(value, caption), ...]`` (both escaped)."""
     inner = "".join(
-        f'<div class="card"><b>{escape(v)}</b><span>{escape(k)}</span></div>' for v, k in items
+        f'<div class="card"><strong>{escape(v)}</strong><span>{escape(k)}</span></div>'
+        for v, k in items
     )
     return f'<section class="cards">{inner}</section>'
 
@@ -85,12 +86,16 @@ def table(
     *,
     total: int | None = None,
     where: str = "",
+    html_cells: bool = False,
 ) -> str:
-    """A searchable table (every cell escaped). ``total`` is the full row count when ``rows``
-    was capped: the note then says how many are shown and ``where`` the full list is."""
-    body = "".join(
-        "<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in r) + "</tr>" for r in rows
-    )
+    """A searchable table (every cell escaped, unless ``html_cells``: cells are trusted HTML,
+    e.g. links built with escaped parts). ``total`` is the full row count when ``rows`` was
+    capped: the note then says how many are shown and ``where`` the full list is."""
+
+    def cell(c: object) -> str:
+        return str(c) if html_cells else escape(str(c))
+
+    body = "".join("<tr>" + "".join(f"<td>{cell(c)}</td>" for c in r) + "</tr>" for r in rows)
     shown = body.count("<tr>")
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     note = ""

@@ -29,7 +29,8 @@ def _open(name: str, label: str, w: int, h: int) -> list[str]:
     e = escape(label)
     return [
         f'<svg class="chart" data-chart="{escape(name)}" role="img" aria-label="{e}" '
-        f'viewBox="0 0 {w} {h}" xmlns="http://www.w3.org/2000/svg"><title>{e}</title>'
+        f'viewBox="0 0 {w} {h}" style="max-width:{round(w * 1.5)}px" '
+        f'xmlns="http://www.w3.org/2000/svg"><title>{e}</title>'
     ]
 
 
@@ -46,10 +47,12 @@ def bar_chart(
     items: Sequence[tuple[str, float]],
     *,
     color: str = BLUE,
+    colors: Sequence[str] | None = None,
     width: int = 520,
     label_width: int = 200,
 ) -> str:
-    """Horizontal bars, one per ``(label, value)`` in the given order (a top-N list).
+    """Horizontal bars, one per ``(label, value)`` in the given order (a top-N list), in
+    ``color`` or one colour per bar from ``colors``.
 
     Labels longer than fits are cut with an ellipsis (the full label is in the tooltip).
     """
@@ -69,7 +72,7 @@ def bar_chart(
             f'<g class="bar"><title>{escape(k)}: {_fmt(v)}</title>'
             f'<text x="{label_width - 6}" y="{y + 13}" text-anchor="end">{escape(text)}</text>'
             f'<rect x="{label_width}" y="{y + 2}" width="{bw:.1f}" height="{row - 6}" '
-            f'fill="{color}" rx="2"/>'
+            f'fill="{colors[i] if colors is not None and i < len(colors) else color}" rx="2"/>'
             f'<text x="{label_width + bw + 5:.1f}" y="{y + 13}">{_fmt(v)}</text></g>'
         )
     out.append("</svg>")
