@@ -144,3 +144,81 @@ async def test_live_page_metrics_and_end_files(
     assert m[("skitter_fetch_duration_seconds_count", ())] == len(rows)
     assert m[("skitter_queued_urls", ())] == 0
     assert (out / "report.html").read_text().count('class="chart"') == 7
+
+
+async def start_cli(site: Site, out: Path, *args: str) -> tuple[asyncio.subprocess.Process, str]:
+    resolve = [f"--resolve={h}:{site.port}:127.0.0.1" for h in ("a.test", "b.test")]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "skitter", *args, "--out", str(out), "--status-port", "0",
+        *resolve, "--resolve-only", "--delay", "0", "--retries", "0",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    line = (await asyncio.wait_for(proc.stderr.readline(), 60)).decode()
+    assert line.startswith("status: http://127.0.0.1:"), line
+    return proc, line.split(" ", 1)[1].strip()
+
+
+async def wait_status(http: aiohttp.ClientSession, url: str, fetched: int) -> dict[str, object]:
+    """/api/status once it counts ``fetched`` records (bounded: 600 polls, 0.05 s apart)."""
+    for _ in range(600):
+        async with http.get(url + "api/status") as r:
+            body: dict[str, object] = await r.json()
+        if body["totals"]["fetched"] == fetched:  # type: ignore[index]
+            return body
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"never {fetched} fetched: {body}")
+
+
+async def test_check_links_status_has_a_known_end(
+    gated_site: tuple[Site, asyncio.Event, asyncio.Event], tmp_path: Path
+) -> None:
+    site, gate_a, gate_b = gated_site
+    out = tmp_path / "check"
+    proc, url = await start_cli(site, out, "check-links", site.url("a.test", "/"))
+    try:
+        async with aiohttp.ClientSession() as http:
+            body = await wait_status(http, url, 1)  # the start page; its 5 links are held
+            totals = body["totals"]
+            assert totals["target"] == 6 and totals["state"] == "running"  # type: ignore[index]
+        gate_a.set()
+        gate_b.set()
+        assert await asyncio.wait_for(proc.wait(), 60) == 1  # b.test/missing is broken
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert (out / "status.url").read_text() == url + "\n"
+    m = samples((out / "metrics.prom").read_text())
+    assert m[("skitter_fetches_total", (("status_class", "4xx"),))] == 1
+    assert (out / "report.html").is_file()
+
+
+async def test_processes_status_covers_every_process(
+    gated_site: tuple[Site, asyncio.Event, asyncio.Event], tmp_path: Path
+) -> None:
+    site, gate_a, gate_b = gated_site
+    out = tmp_path / "out"
+    proc, url = await start_cli(
+        site, out, "crawl", site.url("a.test", "/"), site.url("b.test", "/1"),
+        "--processes", "2", "--scope", "any",
+    )  # fmt: skip
+    try:
+        async with aiohttp.ClientSession() as http:
+            gate_a.set()  # a.test's 3 pages; b.test (the other process, or not) held
+            body = await wait_status(http, url, 3)
+            assert body["totals"]["by_status_class"] == {"2xx": 3}  # type: ignore[index]
+            async with http.get(url + "api/hosts", params={"sort": "host", "order": "asc"}) as r:
+                rows = (await r.json())["rows"]
+            assert [(h["host"], h["fetched"]) for h in rows] == [(f"a.test:{site.port}", 3)]
+            gate_b.set()
+            assert await asyncio.wait_for(proc.wait(), 60) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    rows = [json.loads(x) for x in (out / "pages.jsonl").read_text().splitlines()]
+    m = samples((out / "metrics.prom").read_text())
+    assert m[("skitter_fetches_total", (("status_class", "2xx"),))] == sum(
+        1 for r in rows if r["status"] == 200
+    )

@@ -16,10 +16,8 @@ from skitter.cli.common import (
     processes,
     settings_from_args,
 )
-from skitter.cli.progress import Progress, run_crawler
-from skitter.crawler import Crawler
+from skitter.cli.progress import run_watched
 from skitter.errors import ConfigError, SkitterError
-from skitter.events import CrawlHooks
 from skitter.settings import (
     CrawlSettings,
 )
@@ -28,9 +26,6 @@ from skitter.stats import StatsSnapshot
 from skitter.status.session import (
     StatusOptions,
     announce,
-    bind_crawler,
-    live_state_for,
-    start_server,
     write_end_files,
 )
 
@@ -63,26 +58,9 @@ def add_parser(sub: Any) -> None:
 
 
 async def _crawl(settings: CrawlSettings, status: StatusOptions) -> int:
-    live = live_state_for(settings)
-    progress = Progress(not settings.quiet and sys.stderr.isatty(), live)
-    # the server binds before the output folder is touched: a port in use fails cleanly
-    server = await start_server(live, status, str(settings.out_dir))
-    try:
-        async with Crawler.from_settings(settings, hooks=CrawlHooks(observer=live)) as crawler:
-            bind_crawler(live, crawler)
-            if server is not None:
-                announce(server, settings.out_dir, settings.quiet)
-            try:
-                snap, interrupted = await run_crawler(crawler, progress)
-            finally:
-                live.finish("finished" if crawler.stop_reason == "finished" else "stopped")
-            stop_reason = crawler.stop_reason
-            t = await live.totals()
-    finally:
-        if server is not None:
-            await server.stop()
-    write_end_files(settings.out_dir, (t.queued, t.in_flight, t.hosts, t.hosts_in_backoff))
-    return _summary(settings, snap, stop_reason, interrupted)
+    r = await run_watched(settings, status)
+    write_end_files(settings.out_dir, r.gauges)
+    return _summary(settings, r.snapshot, r.stop_reason, r.interrupted)
 
 
 def _choose_processes(settings: CrawlSettings, given: int | None) -> CrawlSettings:

@@ -6,11 +6,17 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from skitter.crawler import Crawler
 from skitter.stats import StatsSnapshot
 from skitter.status.source import StatusSource
+
+if TYPE_CHECKING:
+    from skitter.settings import CrawlSettings
+    from skitter.status.session import StatusOptions
 
 
 class Progress:
@@ -93,3 +99,54 @@ async def run_crawler(crawler: Crawler, progress: Progress) -> tuple[StatsSnapsh
             loop.remove_signal_handler(sig)
     stopped = crawler.report()["stop_reason"] in ("interrupted", "aborted")
     return snap, bool(signals) or (not crawler.finished and stopped)
+
+
+@dataclass(frozen=True, slots=True)
+class WatchedRun:
+    """How a watched crawl ended: its counters, whether a signal stopped it, its stop
+    reason, and the frontier gauges at the end (queued, leased, active hosts, in backoff)."""
+
+    snapshot: StatsSnapshot
+    interrupted: bool
+    stop_reason: str
+    gauges: tuple[int, int, int, int]
+
+
+async def run_watched(
+    settings: CrawlSettings,
+    status: StatusOptions,
+    prepare: Callable[[Crawler], None] | None = None,
+) -> WatchedRun:
+    """Run one crawl of ``settings`` in this process, observed (:mod:`skitter.status`): the
+    terminal display on a TTY (not with --quiet), the ``--status-port`` server (bound before
+    the output folder is touched, then announced). ``prepare`` is called on the entered
+    crawler before it runs.
+
+    Raises:
+        OSError: the status server cannot bind its address.
+    """
+    from skitter.events import CrawlHooks
+    from skitter.status.session import announce, bind_crawler, live_state_for, start_server
+
+    live = live_state_for(settings)
+    progress = Progress(not settings.quiet and sys.stderr.isatty(), live)
+    server = await start_server(live, status, str(settings.out_dir))
+    try:
+        async with Crawler.from_settings(settings, hooks=CrawlHooks(observer=live)) as crawler:
+            if prepare is not None:
+                prepare(crawler)
+            bind_crawler(live, crawler)
+            if server is not None:
+                announce(server, settings.out_dir, settings.quiet)
+            try:
+                snap, interrupted = await run_crawler(crawler, progress)
+            finally:
+                live.finish("finished" if crawler.stop_reason == "finished" else "stopped")
+            t = await live.totals()
+            stop_reason = crawler.stop_reason
+    finally:
+        if server is not None:
+            await server.stop()
+    return WatchedRun(
+        snap, interrupted, stop_reason, (t.queued, t.in_flight, t.hosts, t.hosts_in_backoff)
+    )

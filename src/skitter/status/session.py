@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from skitter.settings import CrawlSettings
 
 __all__ = [
+    "END_FILES",
     "StatusOptions",
     "announce",
     "bind_crawler",
@@ -29,6 +30,9 @@ __all__ = [
 ]
 
 log = logging.getLogger("skitter")
+
+#: Files the status parts add to an output folder (a new check in the folder removes them).
+END_FILES = ("report.html", "metrics.prom", "status.url")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,9 +50,15 @@ class StatusOptions:
 
 def live_state_for(settings: CrawlSettings) -> LiveState:
     """A :class:`LiveState` for a crawl of ``settings`` (its --delay, --max-pages as the
-    target, --ignore-robots); :func:`bind_crawler` then connects it to the crawl."""
+    target, --ignore-robots; a link check is bounded); :func:`bind_crawler` then connects it
+    to the crawl."""
     p = settings.politeness
-    return LiveState(delay_s=p.delay_s, target=settings.max_pages, ignore_robots=p.ignore_robots)
+    return LiveState(
+        delay_s=p.delay_s,
+        target=settings.max_pages,
+        ignore_robots=p.ignore_robots,
+        bounded=settings.check_links,
+    )
 
 
 def bind_crawler(live: LiveState, crawler: Crawler) -> None:

@@ -143,6 +143,9 @@ class LiveState:
         link_decisions: callable giving the crawl's links.tsv decision counts so far (read
             when the figures are asked for, instead of an event per page).
         ignore_robots: robots.txt is not consulted (the hosts' robots column says so).
+        bounded: the frontier holds all the work there will be (a link check: links are
+            checked, never followed far), so the target is what is fetched, queued and in
+            flight.
     """
 
     def __init__(
@@ -155,7 +158,9 @@ class LiveState:
         clock: Callable[[], float] = time.time,
         link_decisions: Callable[[], Mapping[str, int]] | None = None,
         ignore_robots: bool = False,
+        bounded: bool = False,
     ) -> None:
+        self.bounded = bounded
         self._link_decisions = link_decisions
         self._links_seen: Counter[str] = Counter()
         self._robots_default = "ignored" if ignore_robots else "unknown"
@@ -322,6 +327,8 @@ class LiveState:
         t.state = self.state
         t.elapsed_s = now - self._started
         t.target = self.target
+        if t.target is None and self.bounded:  # everything known is queued: fetched + the rest
+            t.target = t.fetched + t.queued + t.in_flight
         t.by_status_class = dict(self._by_class)
         t.by_status = dict(self._by_status)
         t.by_error = dict(self._by_error)
