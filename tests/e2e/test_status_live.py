@@ -184,6 +184,9 @@ async def test_check_links_status_has_a_known_end(
         gate_a.set()
         gate_b.set()
         assert await asyncio.wait_for(proc.wait(), 60) == 1  # b.test/missing is broken
+        assert proc.stderr is not None
+        rest = await proc.stderr.read()  # stderr is a pipe: no display, the summary only
+        assert b"slowest" not in rest and b"\x1b[" not in rest, rest
     finally:
         if proc.returncode is None:
             proc.kill()
