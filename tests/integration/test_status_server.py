@@ -184,3 +184,13 @@ def test_server_thread_serves_a_blocking_caller() -> None:
         taken.listen()
         with pytest.raises(OSError):
             ServerThread(StatusServer(LiveState(), port=taken.getsockname()[1])).start()
+
+
+def test_series_rates_downsampled_to_360_points() -> None:
+    from skitter.status.server import _rates
+
+    hour = [(float(i), 2 * i, i // 10) for i in range(3600)]  # 2 pages/s, 0.1 errors/s
+    r = _rates(hour)
+    assert len(r) == 359 and r[-1] == [3599.0, 2.0, 0.1] and r[0] == [19.0, 2.0, 0.1]
+    assert _rates(hour[:10]) == [[float(i), 2.0, 0.0] for i in range(1, 10)]
+    assert _rates([]) == [] and _rates(hour[:1]) == []

@@ -305,8 +305,12 @@ class StatusServer:
         return web.Response(text="ok\n")
 
 
-def _rates(series: list[tuple[float, int, int]]) -> list[list[float]]:
-    """``[[unix_s, pages_per_s, errors_per_s], ...]`` between consecutive samples."""
+def _rates(series: list[tuple[float, int, int]], points: int = 360) -> list[list[float]]:
+    """``[[unix_s, pages_per_s, errors_per_s], ...]`` between samples: consecutive ones, or
+    every k-th when there are more than ``points`` (the rate averaged over k samples)."""
+    step = max(1, -(-(len(series) - 1) // points))
+    if step > 1:
+        series = series[(len(series) - 1) % step :: step]
     out = []
     for (t0, p0, e0), (t1, p1, e1) in itertools.pairwise(series):
         dt = t1 - t0
