@@ -169,10 +169,8 @@ class StatusServer:
             await self._runner.cleanup()
             self._runner = None
             raise
-        server = site._server
-        if self.port == 0 and server is not None:
-            sockets = getattr(server, "sockets", None) or []
-            self.port = int(sockets[0].getsockname()[1])
+        if self.port == 0:
+            self.port = int(self._runner.addresses[0][1])
         self._allowed = {f"localhost:{self.port}", f"{self.host.lower()}:{self.port}"}
         await self._sample()
         self._sampler = asyncio.get_running_loop().create_task(self._sample_loop())

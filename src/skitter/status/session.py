@@ -5,6 +5,7 @@ terminal display, and at the end ``OUT/metrics.prom`` and ``OUT/report.html``.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import sys
 from collections.abc import Mapping
@@ -97,6 +98,11 @@ async def start_server(
     """
     if opts.port is None:
         return None
+    if not _is_loopback(opts.host):
+        log.warning(
+            "the status server on %s can be reached from other machines (no authentication)",
+            opts.host,
+        )
     server = StatusServer(source, opts.host, opts.port, title=title)
     await server.start()
     return server
@@ -119,3 +125,12 @@ def write_end_files(out_dir: str | Path, gauges: tuple[int, int, int, int] | Non
         write_report(out)
     except (OSError, ValueError) as exc:
         log.warning("cannot write metrics.prom/report.html in %s: %s", out, exc)
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
