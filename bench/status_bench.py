@@ -1,14 +1,16 @@
 """What the status server costs, and how fast its page loads with 100,000 hosts.
 
     python bench/status_bench.py [--hosts 20] [--pages 100] [--runs 3] [--processes 1]
-                                 [--skip-crawl] [--skip-page]
+                                 [--baseline-src ../main/src] [--skip-crawl] [--skip-page]
 
 1. Crawl overhead: generates ../shared/bench's synthetic web (synthweb.py) in a temporary folder,
    serves it with its own nginx on a free 127.0.0.1 port (started here, stopped at the end by
    its pid; /etc/hosts is not touched: every host is given with --resolve, --resolve-only), and
-   runs ``skitter crawl`` alternately without and with ``--status-port 0`` (plus a client
-   polling /api/status, /api/hosts and /metrics every second, as an open page does). Prints the
-   pages/s (2xx records / wall seconds) of every run and the medians.
+   runs ``skitter crawl`` alternately without ("off") and with ("on") ``--status-port 0``
+   (plus a client polling /api/status, /api/hosts and /metrics every second, as an open page
+   does), and with --baseline-src a third variant ("base": the package from that folder, e.g.
+   main without the observer). Prints the pages/s (2xx records / wall seconds) of every run and
+   the medians.
 2. Page load: a StatusServer over a LiveState holding 100,000 hosts (fake data, no crawl),
    opened in headless Chromium (tests/browser.py, loopback only): time from navigation to the
    first complete render (totals and the first page of the host table), and the time of
@@ -22,6 +24,7 @@ import asyncio
 import contextlib
 import json
 import os
+import resource
 import shutil
 import socket
 import statistics
@@ -70,13 +73,17 @@ async def poll_status(url: str, stop: asyncio.Event) -> int:
     return n
 
 
-async def one_crawl(cmd: list[str], status: bool) -> tuple[float, int]:
-    """Run one crawl; returns (wall seconds, status requests made)."""
+async def one_crawl(
+    cmd: list[str], status: bool, env: dict[str, str] | None = None
+) -> tuple[float, float, int]:
+    """Run one crawl; returns (wall seconds, CPU seconds of the crawl's processes, status
+    requests made). CPU time is the steadier figure on a shared machine."""
     if status:
         cmd = [*cmd, "--status-port", "0"]
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = await asyncio.create_subprocess_exec(
-        *cmd, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+        *cmd, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, env=env
     )
     assert proc.stderr is not None
     polls = 0
@@ -85,14 +92,16 @@ async def one_crawl(cmd: list[str], status: bool) -> tuple[float, int]:
     if status:
         line = (await proc.stderr.readline()).decode()
         poller = asyncio.create_task(poll_status(line.split(" ", 1)[1].strip(), stop))
-    await proc.stderr.read()
+    err = await proc.stderr.read()
     rc = await proc.wait()
     wall = time.perf_counter() - t0
     stop.set()
     if poller is not None:
         polls = await poller
-    assert rc == 0, f"crawl exited {rc}"
-    return wall, polls
+    assert rc == 0, f"crawl exited {rc}: {err.decode(errors='replace')[-1000:]}"
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    return wall, cpu, polls
 
 
 async def crawl_overhead(a: argparse.Namespace) -> None:
@@ -106,9 +115,7 @@ async def crawl_overhead(a: argparse.Namespace) -> None:
         check=True, stdout=subprocess.DEVNULL,
     )  # fmt: skip
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-    subprocess.run(
-        [nginx, "-p", f"{site}/", "-c", "nginx.conf", "-e", "error.log"], check=True
-    )
+    subprocess.run([nginx, "-p", f"{site}/", "-c", "nginx.conf", "-e", "error.log"], check=True)
     pid = int((site / "nginx.pid").read_text())
     try:
         await measure(a, tmp, site, port)
@@ -123,31 +130,39 @@ async def measure(a: argparse.Namespace, tmp: Path, site: Path, port: int) -> No
         c.sendall(b"GET / HTTP/1.0\r\nHost: h0001.test\r\n\r\n")
         head = c.recv(200)
         assert head.startswith(b"HTTP/1.1 200"), f"nginx does not serve the site: {head!r}"
-    if True:
-        hosts = [ln.split()[1] for ln in (site / "hosts.txt").read_text().splitlines() if ln]
-        seeds = tmp / "seeds.txt"
-        seeds.write_text("".join(f"http://{h}:{port}/\n" for h in hosts))
-        results: dict[bool, list[float]] = {False: [], True: []}
-        for run in range(a.runs):
-            for status in (False, True) if run % 2 == 0 else (True, False):
-                out = tmp / f"out-{run}-{int(status)}"
-                cmd = [sys.executable, "-m", "skitter", "crawl", "--seeds-file", str(seeds),
-                       "--out", str(out), "--resolve-only", "--delay", "0", "--concurrency",
-                       "128", "--ip-concurrency", "128", "--processes", str(a.processes),
-                       "--no-warc"]  # fmt: skip
-                for h in hosts:
-                    cmd += ["--resolve", f"{h}:{port}:127.0.0.1"]
-                wall, polls = await one_crawl(cmd, status)
-                ok = count_ok(out)
-                assert ok > 0, (out / "pages.jsonl").read_text()[:500]
-                results[status].append(ok / wall)
-                state = "on " if status else "off"
-                print(f"run {run} status={state} {ok} pages in {wall:.2f} s = "
-                      f"{ok / wall:.1f} pages/s ({polls} status requests)")  # fmt: skip
-                shutil.rmtree(out)
-        off, on = statistics.median(results[False]), statistics.median(results[True])
-        print(f"median pages/s: without status server {off:.1f}, with {on:.1f} "
-              f"({100 * (on - off) / off:+.1f}%)")  # fmt: skip
+    hosts = [ln.split()[1] for ln in (site / "hosts.txt").read_text().splitlines() if ln]
+    seeds = tmp / "seeds.txt"
+    seeds.write_text("".join(f"http://{h}:{port}/\n" for h in hosts))
+    variants = ["off", "on"] + (["base"] if a.baseline_src else [])
+    results: dict[str, list[float]] = {v: [] for v in variants}
+    per_cpu: dict[str, list[float]] = {v: [] for v in variants}
+    for run in range(a.runs):
+        for variant in variants[run % len(variants) :] + variants[: run % len(variants)]:
+            out = tmp / f"out-{run}-{variant}"
+            cmd = [sys.executable, "-m", "skitter", "crawl", "--seeds-file", str(seeds),
+                   "--out", str(out), "--resolve-only", "--delay", "0", "--concurrency",
+                   "128", "--ip-concurrency", "128", "--processes", str(a.processes),
+                   "--no-warc"]  # fmt: skip
+            for h in hosts:
+                cmd += ["--resolve", f"{h}:{port}:127.0.0.1"]
+            env = None
+            if variant == "base":  # the same venv, the package from another checkout
+                env = {**os.environ, "PYTHONPATH": str(Path(a.baseline_src).resolve())}
+            wall, cpu, polls = await one_crawl(cmd, variant == "on", env)
+            ok = count_ok(out)
+            assert ok > 0, (out / "pages.jsonl").read_text()[:500]
+            results[variant].append(ok / wall)
+            per_cpu[variant].append(ok / cpu)
+            print(f"run {run} {variant:>4}: {ok} pages in {wall:.2f} s = {ok / wall:.1f} "
+                  f"pages/s; {cpu:.2f} CPU s = {ok / cpu:.0f} pages/CPU-s "
+                  f"({polls} status requests)", flush=True)  # fmt: skip
+            shutil.rmtree(out)
+    for name, figures in (("pages/s", results), ("pages/CPU-s", per_cpu)):
+        med = {v: statistics.median(r) for v, r in figures.items()}
+        print(f"median {name}: " + ", ".join(f"{v} {m:.1f}" for v, m in med.items())
+              + f"; on vs off {100 * (med['on'] - med['off']) / med['off']:+.1f}%"
+              + (f"; off vs base {100 * (med['off'] - med['base']) / med['base']:+.1f}%"
+                 if "base" in med else ""))  # fmt: skip
 
 
 async def page_load(n_hosts: int) -> None:
@@ -193,6 +208,11 @@ def main() -> None:
     ap.add_argument("--pages", type=int, default=100)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--processes", type=int, default=1)
+    ap.add_argument(
+        "--baseline-src",
+        help="also crawl with the package from this src/ folder (e.g. ../main/src): "
+        "the cost of the observer itself",
+    )
     ap.add_argument("--page-hosts", type=int, default=100_000)
     ap.add_argument("--skip-crawl", action="store_true")
     ap.add_argument("--skip-page", action="store_true")

@@ -11,7 +11,6 @@ by the number of records.
 from __future__ import annotations
 
 import contextlib
-import csv
 import json
 import math
 from collections import Counter
@@ -152,24 +151,32 @@ def read_output(out_dir: str | Path, cap: int = 1000) -> ReportData:
 
 
 def _read_links(path: Path, d: ReportData) -> None:
+    """Decision counts and trap rows of links.tsv in one pass over its bytes (the decision is
+    the last column; a row is split only when it is a trap drop)."""
     if not path.is_file():
         return
-    with open(path, encoding="utf-8", newline="", errors="replace") as f:
-        rows = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-        header = next(rows, None)
-        if header is None or "decision" not in header:
+    with open(path, "rb") as f:
+        header = f.readline().rstrip(b"\r\n").split(b"\t")
+        if b"decision" not in header or header[-1] != b"decision":
             return
-        i_dec = header.index("decision")
-        i_src, i_tgt = header.index("source"), header.index("target")
-        for r in rows:
-            if len(r) <= i_dec:
-                continue  # a crash-cut last line
-            dec = r[i_dec]
-            d.by_decision[dec] += 1
-            if dec == "trap":
+        i_src, i_tgt = header.index(b"source"), header.index(b"target")
+        counts: Counter[bytes] = Counter()
+        for line in f:
+            if not line.endswith(b"\n"):
+                break  # a crash-cut last line
+            dec = line[line.rfind(b"\t") + 1 : -1]
+            counts[dec] += 1
+            if dec == b"trap":
                 d.trap_total += 1
                 if len(d.trap_rows) < d.cap:
-                    d.trap_rows.append((r[i_src], r[i_tgt]))
+                    r = line.split(b"\t")
+                    d.trap_rows.append((_text(r[i_src]), _text(r[i_tgt])))
+    for dec, n in counts.items():
+        d.by_decision[_text(dec)] += n
+
+
+def _text(b: bytes) -> str:
+    return b.decode("utf-8", "replace")
 
 
 def _read_robots(d: ReportData) -> None:
