@@ -26,14 +26,18 @@ class Progress:
     most failing hosts. On stderr only."""
 
     def __init__(self, enabled: bool, source: StatusSource | None = None) -> None:
-        self.enabled = enabled and source is not None
-        self.source = source
+        self.enabled = enabled
+        self.source = source  # None: the crawler's own counters (CrawlerSource)
         self.live: Any = None
         self._task: asyncio.Task[None] | None = None
 
     def start(self, crawler: Crawler) -> None:
-        if not self.enabled or self.source is None:
+        if not self.enabled:
             return
+        if self.source is None:
+            from skitter.status.session import CrawlerSource
+
+            self.source = CrawlerSource(crawler)
         from rich.console import Console
         from rich.live import Live
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 import ipaddress
 import logging
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skitter.status.server import StatusServer
-from skitter.status.source import LiveState, StatusSource
+from skitter.status.source import HostRow, LiveState, StatusSource, Totals
 
 if TYPE_CHECKING:
     from skitter.crawler import Crawler
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "END_FILES",
+    "CrawlerSource",
     "StatusOptions",
     "announce",
     "bind_crawler",
@@ -134,3 +135,44 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+class CrawlerSource:
+    """A status source read from a crawler's own counters, for a crawl run without a
+    :class:`LiveState` observer (``crawl --levels``): headline totals and per-host records,
+    errors and bytes; no timings, delays or robots columns."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+
+    async def totals(self) -> Totals:
+        """See :meth:`~skitter.status.source.StatusSource.totals`."""
+        s = self.crawler.snapshot()
+        c = await self.crawler.components.frontier.counts()
+        return Totals(
+            fetched=s.records,
+            ok=s.ok,
+            errors=s.errors,
+            bytes=s.bytes,
+            queued=c.pending,
+            in_flight=c.leased,
+            hosts=c.hosts,
+            robots_disallowed=s.robots_disallowed,
+            elapsed_s=s.elapsed_s,
+            by_status=dict(s.by_status),
+            by_error=dict(s.by_error),
+        )
+
+    def hosts(self) -> Sequence[HostRow]:
+        """See :meth:`~skitter.status.source.StatusSource.hosts`."""
+        return [
+            HostRow(
+                h, fetched=v.get("records", 0), errors=v.get("errors", 0), bytes=v.get("bytes", 0)
+            )
+            for h, v in self.crawler.stats.by_host.items()
+        ]
+
+    async def metrics_text(self) -> str:
+        """See :meth:`~skitter.status.source.StatusSource.metrics_text` (the record counters
+        are not kept per status class here: an empty exposition)."""
+        return ""
