@@ -194,3 +194,26 @@ def test_series_rates_downsampled_to_360_points() -> None:
     assert len(r) == 359 and r[-1] == [3599.0, 2.0, 0.1] and r[0] == [19.0, 2.0, 0.1]
     assert _rates(hour[:10]) == [[float(i), 2.0, 0.0] for i in range(1, 10)]
     assert _rates([]) == [] and _rates(hour[:1]) == []
+
+
+async def test_crawler_source_reads_the_crawlers_counters(tmp_path: Path) -> None:
+    from skitter.crawler import Crawler
+    from skitter.status.session import CrawlerSource
+    from tests.integration.site import Site, links_page, settings_for
+
+    site = Site()
+    await site.start()
+    try:
+        site.route("a.test", "/", links_page(site.url("a.test", "/x")))  # /x: 404
+        settings = settings_for(site, tmp_path / "out", [site.url("a.test", "/")])
+        async with Crawler.from_settings(settings) as crawler:
+            await asyncio.wait_for(crawler.run(), 60)
+            src = CrawlerSource(crawler)
+            t = await src.totals()
+            rows = src.hosts()
+    finally:
+        await site.close()
+    assert (t.fetched, t.ok, t.queued, t.in_flight, t.by_status) == (
+        2, 1, 0, 0, {"200": 1, "404": 1})  # fmt: skip
+    assert [(r.host, r.fetched) for r in rows] == [(f"a.test:{site.port}", 2)]
+    assert await src.metrics_text() == ""
