@@ -30,7 +30,7 @@ class HostRow:
 
     Attributes:
         host: host name as crawled (lower case, port kept when not the default).
-        queued: URLs of this host waiting in the frontier (added minus finished).
+        queued: URLs of this host queued or in flight (added minus finished).
         fetched: pages.jsonl records of this host.
         errors: records that ended with an error kind (no usable response).
         bytes: decoded body bytes received.
