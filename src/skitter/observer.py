@@ -128,6 +128,10 @@ class ObservedFrontier:
         """See :meth:`Frontier.is_finished`."""
         return await self.inner.is_finished()
 
+    async def note_inlinks(self, links: Sequence[tuple[str, str]]) -> int:
+        """See :meth:`Frontier.note_inlinks`."""
+        return await self.inner.note_inlinks(links)
+
     async def mark_done(self, urls: Sequence[str]) -> None:
         """See :meth:`Frontier.mark_done`."""
         await self.inner.mark_done(urls)

@@ -91,4 +91,6 @@ async def test_observed_frontier_forwards_and_reports() -> None:
         ("schedule", ("a.test", 11.0, False)),
     ]
     assert (await f.counts()).done == 1
+    await f.add([Request(url="http://a.test/y", depth=1)])
+    assert await f.note_inlinks([("http://a.test/y", "b.test")]) == 1  # forwarded (--order)
     await f.aclose()
