@@ -17,7 +17,7 @@ Storage (the database is the source of truth; memory is a cache rebuilt on open)
          last_modified)           -- order they were done (a queue row moves here, with its
                                   -- seq, when acked); a forced key done twice has two rows
     hosts(id INTEGER PRIMARY KEY, host TEXT UNIQUE, not_before REAL)
-    meta(key TEXT PRIMARY KEY, value)   -- schema (2), next_seq, merged_seq, flushes
+    meta(key TEXT PRIMARY KEY, value)   -- schema (3), next_seq, merged_seq, flushes
     index queue_host, queue_new_host ON (host, priority, depth)  -- (+ seq, the rowid)
     views seen(fp, seq) (all levels) and urls(url, state 0/2, ..., seq), for people
 
@@ -99,7 +99,7 @@ from skitter.urls import fingerprint, host_key
 
 __all__ = ["SqliteFrontier"]
 
-_SCHEMA_VERSION = 2
+_SCHEMA_VERSION = 3  # 3: fingerprints of normalised hosts (trailing dots removed)
 
 #: Entries of one host loaded from the index per query.
 _CHUNK = 4
