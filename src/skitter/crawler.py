@@ -741,7 +741,7 @@ class Crawler:
             c.warc.write_exchange(req.url, resp, ip=resp.peer_ip)
         gap = self._gap_s(crawl_delay)
         status = resp.status
-        detail: str | None = None
+        detail: str | None = resp.note  # e.g. a Content-Encoding that was not applied
         if status == 429 or status >= 500:
             ra = parse_retry_after(resp.header("retry-after"), time.time())
             d = retry_decision(status, None, attempts, p.retries, ra, p.max_retry_after_s)

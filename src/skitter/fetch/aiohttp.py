@@ -15,6 +15,13 @@ Bodies are read chunk by chunk and decoded as they arrive by
 raw (encoded) size is capped at the same number. Going over aborts the connection (it is
 closed, not drained) and raises :class:`~skitter.errors.BodyTooLarge`.
 
+Labels that lie are tolerated as browsers do (:mod:`skitter.fetch.decode`): a body not in
+its labelled coding is used as sent (``Response.note`` says so), a text body encoded twice is
+decoded twice, a compressed file (``application/gzip``) stays as sent. A 3xx with a Location
+is returned whatever its body holds (damaged, cut short, too large: ``Response.note``); its
+connection is then closed. A connection that answered HEAD is never reused (a server that
+sends a body after a HEAD answer would corrupt the next response on it).
+
 aiohttp removes the chunked transfer coding: ``Response.raw_body`` is the *content-encoded*
 body without chunk framing, while ``Response.headers`` still says
 ``Transfer-Encoding: chunked``.
@@ -46,7 +53,13 @@ from skitter.errors import (
     FetchTimeout,
     ProtocolError,
 )
-from skitter.fetch.decode import ACCEPT_ENCODING, ContentDecoder, parse_content_encoding
+from skitter.fetch.decode import (
+    ACCEPT_ENCODING,
+    ContentDecoder,
+    codings_to_undo,
+    is_text_type,
+    parse_content_encoding,
+)
 from skitter.fetch.resolver import SkitterResolver, is_ip_literal
 from skitter.models import Request, Response
 from skitter.settings import FetchSettings
@@ -397,16 +410,35 @@ class AiohttpFetcher:
         try:
             progress.phase = "body"
             headers = tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers)
+            notes: list[str] = []
             try:
                 raw, body, truncated = await self._read_body(
-                    resp, headers, method, cap, progress, truncate
+                    resp, headers, method, cap, progress, truncate, notes
                 )
             except BodyTooLarge as exc:
-                # The status helps a link checker: a 200 that is too large is still alive.
-                raise BodyTooLarge(
-                    f"{exc.detail} (HTTP status {resp.status})", bytes_read=exc.bytes_read
-                ) from None
+                if not _is_redirect(resp.status, headers):
+                    # The status helps a link checker: a 200 that is too large is still alive.
+                    raise BodyTooLarge(
+                        f"{exc.detail} (HTTP status {resp.status})", bytes_read=exc.bytes_read
+                    ) from None
+                raw, body, truncated = b"", b"", True
+                notes.append(f"redirect body not read: {exc.detail}")
+            except (
+                ProtocolError,
+                aiohttp.ClientPayloadError,
+                aiohttp.ServerDisconnectedError,
+            ) as exc:
+                # A redirect is followed whatever its body holds: the body is never needed.
+                if not _is_redirect(resp.status, headers):
+                    raise
+                raw, body, truncated = b"", b"", True
+                err = self._map_error(exc, progress) if not isinstance(exc, FetchError) else exc
+                notes.append(f"redirect body not read: {err.detail if err else exc}")
             complete = not truncated  # a truncated body was not read to its end: close
+            if method == "HEAD":
+                # Servers that answer HEAD with a body leave bytes on the connection that
+                # would be read as the start of the next response: never reuse it.
+                complete = False
         finally:
             if complete:
                 resp.release()
@@ -424,7 +456,8 @@ class AiohttpFetcher:
             elapsed_s=self._clock() - start,
             request_headers=tuple(resp.request_info.headers.items()),
             peer_ip=resp.skitter_peer if isinstance(resp, _PeerResponse) else None,
-            truncated=truncated,
+            truncated=truncated and not _is_redirect(resp.status, headers),
+            note="; ".join(notes) or None,
         )
 
     async def _read_body(
@@ -435,8 +468,11 @@ class AiohttpFetcher:
         cap: int,
         progress: _Progress,
         truncate: bool = False,
+        notes: list[str] | None = None,
     ) -> tuple[bytes, bytes, bool]:
-        """(raw body, decoded body, truncated); see :meth:`fetch` for ``truncate``."""
+        """(raw body, decoded body, truncated); see :meth:`fetch` for ``truncate``.
+
+        ``notes`` receives what was not as labelled (see :class:`ContentDecoder`)."""
         status = resp.status
         if method == "HEAD" or status in _NO_BODY_STATUSES or 100 <= status < 200:
             return b"", b"", False
@@ -448,8 +484,12 @@ class AiohttpFetcher:
             raise BodyTooLarge(
                 f"body exceeds limit: Content-Length {progress.content_length} > {cap} bytes"
             )
-        codings = parse_content_encoding(v for k, v in headers if k.lower() == "content-encoding")
-        decoder = ContentDecoder(codings, max_bytes=cap)
+        media_type = _media_type(headers)
+        codings = codings_to_undo(
+            parse_content_encoding(v for k, v in headers if k.lower() == "content-encoding"),
+            media_type,
+        )
+        decoder = ContentDecoder(codings, max_bytes=cap, sniff=is_text_type(media_type))
         decode = bool(decoder.codings) and not decoder.passthrough
         raw = bytearray()
         protocol = resp.skitter_protocol if isinstance(resp, _PeerResponse) else None
@@ -476,7 +516,10 @@ class AiohttpFetcher:
             body = decoder.partial() if decode else bytes(raw)
             return bytes(raw), body[:cap], True
         raw_bytes = bytes(raw)
-        return raw_bytes, decoder.finish() if decode else raw_bytes, False
+        body = decoder.finish() if decode else raw_bytes
+        if notes is not None:
+            notes.extend(decoder.notes)
+        return raw_bytes, body, False
 
     async def _read_chunk(
         self, resp: ClientResponse, protocol: ResponseHandler | None, progress: _Progress
@@ -579,6 +622,18 @@ class AiohttpFetcher:
                 return f"incomplete body: {got} bytes, chunked body ended without its last chunk"
             return f"incomplete body: {got} bytes"
         return f"bad body framing: {_short(text)} ({got} body bytes read)"
+
+
+def _is_redirect(status: int, headers: tuple[tuple[str, str], ...]) -> bool:
+    """A 3xx with a Location: followed without its body."""
+    return 300 <= status < 400 and any(k.lower() == "location" for k, _ in headers)
+
+
+def _media_type(headers: tuple[tuple[str, str], ...]) -> str | None:
+    for k, v in headers:
+        if k.lower() == "content-type":
+            return v.split(";", 1)[0].strip().lower() or None
+    return None
 
 
 def _reason(exc: BaseException) -> str:
