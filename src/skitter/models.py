@@ -86,6 +86,8 @@ class Response:
         peer_ip: the IP address connected to, if known.
         truncated: the body was cut at the size cap (only when the fetch asked for that,
             e.g. robots.txt); ``body`` holds the first ``max_body_bytes`` decoded bytes.
+        raw_head: the status line and header section exactly as received (bytes, ending
+            with the empty line), for the WARC record; None if not known.
         note: how the body was read when it was not as labelled (e.g. "Content-Encoding
             gzip not applied: ..."), for ``error_detail`` of a good page; None normally.
     """
@@ -102,6 +104,7 @@ class Response:
     peer_ip: str | None = None
     truncated: bool = False
     note: str | None = None
+    raw_head: bytes | None = None
 
     def header(self, name: str) -> str | None:
         """The first header value named ``name`` (case-insensitive), or None."""

@@ -53,6 +53,7 @@ from skitter.errors import (
     FetchTimeout,
     ProtocolError,
 )
+from skitter.fetch import lenient
 from skitter.fetch.decode import (
     ACCEPT_ENCODING,
     ContentDecoder,
@@ -60,6 +61,7 @@ from skitter.fetch.decode import (
     is_text_type,
     parse_content_encoding,
 )
+from skitter.fetch.lenient import LenientResponseHandler
 from skitter.fetch.resolver import SkitterResolver, is_ip_literal
 from skitter.models import Request, Response
 from skitter.settings import FetchSettings
@@ -89,15 +91,19 @@ class _PeerResponse(ClientResponse):
 
     skitter_peer: str | None = None
     skitter_protocol: ResponseHandler | None = None
+    skitter_raw_head: bytes | None = None
 
     async def start(self, connection: Connection) -> ClientResponse:
-        self.skitter_protocol = connection.protocol
+        protocol = self.skitter_protocol = connection.protocol
         transport = connection.transport
         if transport is not None:
             peer = transport.get_extra_info("peername")
             if isinstance(peer, tuple) and peer:
                 self.skitter_peer = str(peer[0])
-        return await super().start(connection)
+        started = await super().start(connection)
+        if isinstance(protocol, LenientResponseHandler):
+            self.skitter_raw_head = protocol.raw_head
+        return started
 
 
 @dataclass(slots=True)
@@ -215,6 +221,7 @@ class AiohttpFetcher:
                 # connection; a second cache in the connector would skip that check.
                 use_dns_cache=False,
             )
+            lenient.install(connector)  # header sections read as browsers do (C29, C30)
             timeout = aiohttp.ClientTimeout(
                 total=None,  # the whole-fetch deadline is asyncio.timeout in fetch()
                 sock_connect=s.connect_timeout_s,
@@ -457,6 +464,7 @@ class AiohttpFetcher:
             request_headers=tuple(resp.request_info.headers.items()),
             peer_ip=resp.skitter_peer if isinstance(resp, _PeerResponse) else None,
             truncated=truncated and not _is_redirect(resp.status, headers),
+            raw_head=resp.skitter_raw_head if isinstance(resp, _PeerResponse) else None,
             note="; ".join(notes) or None,
         )
 
