@@ -136,7 +136,7 @@ class Link(NamedTuple):
             fragment included; None if the href could not be parsed.
         raw: the attribute value as written.
         kind: "a", "area", "frame", "iframe", "canonical", "refresh", "redirect"; with
-            resource extraction also "img", "srcset", "source", "script", "link"
+            resource extraction also "img", "srcset", "media", "script", "link"
             (see :data:`skitter.links.RESOURCE_KINDS`).
         anchor: anchor text, whitespace collapsed, at most 256 characters.
         nofollow: rel contains "nofollow" (or the page's meta robots says nofollow).

@@ -603,7 +603,7 @@ def test_extract_resources_and_ids() -> None:
         ("srcset", "http://h.test/i-1x.png", "The logo"),
         ("srcset", "http://h.test/i-2x.png", "The logo"),
         ("srcset", "http://h.test/p.webp", ""),
-        ("source", "http://h.test/v.mp4", ""),
+        ("media", "http://h.test/v.mp4", ""),
         ("iframe", "http://h.test/frame.html", ""),
     ]
     assert page.ids == {"top-of-page", "sec", "legacy", "both", "both-name"}
