@@ -12,6 +12,8 @@ either parser and rewrites each response's header section before it sees it, per
 * ``Content-Length`` given several times or as a list with *one* value is one
   ``Content-Length`` (RFC 9110 §8.6); *different* values are refused as a framing error
   (RFC 9112 §6.3), so the response is discarded and the connection closed;
+* lines without a colon, or whose field name is not a token (spaces, non-ASCII, empty), are
+  ignored, a NUL in a value becomes a space, and ``http/1.1`` is read as ``HTTP/1.1``;
 * interim ``1xx`` responses (but 101) are dropped whole, however many come and whether
   asked for or not (RFC 9110 §15.2): their headers never mix with the final response's.
 
@@ -24,12 +26,16 @@ rest of the stream (the body) goes to the parser unchanged until the next reques
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 from aiohttp.client_proto import ResponseHandler
 from aiohttp.http_exceptions import BadHttpMessage
 
 __all__ = ["LenientHeadParser", "LenientResponseHandler", "install", "normalize_head"]
+
+#: RFC 9110 §5.6.2 token: a valid field name.
+_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 
 #: Largest header section buffered here (bytes); a longer one goes to the parser as is
 #: (which refuses it: its line and field limits are far lower).
@@ -68,6 +74,8 @@ def normalize_head(head: bytes) -> tuple[bytes, int | None]:
     if not lines:
         return head, None
     status_line, fields = lines[0], lines[1:]
+    if status_line[:5].lower() == b"http/":
+        status_line = b"HTTP/" + status_line[5:]  # the version's name in any case
     parts = status_line.split(None, 2)
     status = int(parts[1]) if len(parts) >= 2 and parts[1].isdigit() else None
     joined: list[bytes] = []
@@ -81,24 +89,26 @@ def normalize_head(head: bytes) -> tuple[bytes, int | None]:
     at = -1  # where the (first) Content-Length line goes
     for line in joined:
         name, colon, value = line.partition(b":")
-        if colon:
-            name = name.rstrip(b" \t")
-            if name.lower() == b"content-length":
-                for item in value.split(b","):
-                    v = item.strip(b" \t")
-                    if not v.isdigit():
-                        raise BadHttpMessage(f"invalid Content-Length {value.strip()!r}")
-                    if length is not None and int(v) != int(length):
-                        raise BadHttpMessage(
-                            f"differing Content-Length values {length.decode()} and {v.decode()}"
-                        )
-                    length = v
-                if at < 0:
-                    at = len(out)
-                    out.append(b"")
-                continue
-            line = name + b":" + value
-        out.append(line)
+        name = name.rstrip(b" \t")
+        if not colon or not _TOKEN.fullmatch(name):
+            continue  # no field name (a stray line, spaces or non-ASCII in it): ignored
+        if b"\0" in value:
+            value = value.replace(b"\0", b" ")
+        if name.lower() == b"content-length":
+            for item in value.split(b","):
+                v = item.strip(b" \t")
+                if not v.isdigit():
+                    raise BadHttpMessage(f"invalid Content-Length {value.strip()!r}")
+                if length is not None and int(v) != int(length):
+                    raise BadHttpMessage(
+                        f"differing Content-Length values {length.decode()} and {v.decode()}"
+                    )
+                length = v
+            if at < 0:
+                at = len(out)
+                out.append(b"")
+            continue
+        out.append(name + b":" + value)
     if at >= 0:
         out[at] = b"Content-Length: " + (length or b"")
     return b"\r\n".join(out) + b"\r\n\r\n", status
