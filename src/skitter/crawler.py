@@ -761,12 +761,13 @@ class Crawler:
     async def _check_fetch(self, req: Request, host: str, crawl_delay: float | None) -> Response:
         """Fetch a ``check_only`` request: HEAD, then GET if HEAD is refused (C20).
 
-        HEAD is trusted below 400. A HEAD status >= 400, or a HEAD failure other than at
-        the DNS/connection level, is confirmed with a GET (after the host's delay) whose
-        body is read to :data:`CHECK_BODY_BYTES` at most; a larger body counts by its
-        status (``BodyTooLarge`` "(HTTP status N)"), never as an error. A HEAD 429 (or 5xx
-        with Retry-After) is returned as is, so the retry, after the wait, is the GET.
-        Hosts that refuse HEAD (405/501 while GET works) get GET only from then on.
+        HEAD is trusted when 2xx. A HEAD 3xx or status >= 400, or a HEAD failure other than
+        at the DNS/connection level, is confirmed with a GET of the same URL (after the
+        host's delay; never of HEAD's redirect target) whose body is read to
+        :data:`CHECK_BODY_BYTES` at most; a larger body counts by its status
+        (``BodyTooLarge`` "(HTTP status N)"), never as an error. A HEAD 429 (or 5xx with
+        Retry-After) is returned as is, so the retry, after the wait, is the GET. Hosts
+        that refuse HEAD (405/501 while GET works) get GET only from then on.
         """
         c = self.components
         chk = self.check
@@ -781,8 +782,10 @@ class Crawler:
                     raise
                 chk.get_only.add(req.url)  # HEAD is unreliable here: GET from now on
             if head is not None:
-                if head.status < 400:
+                if head.status < 300:
                     return head
+                # HEAD is not GET: a HEAD redirect may lead elsewhere than the GET's (an
+                # error page); the GET of this URL decides, never one of HEAD's target
                 head_status = head.status
                 chk.get_only.add(req.url)
                 if head.status == 429 or (

@@ -19,8 +19,8 @@ Labels that lie are tolerated as browsers do (:mod:`skitter.fetch.decode`): a bo
 its labelled coding is used as sent (``Response.note`` says so), a text body encoded twice is
 decoded twice, a compressed file (``application/gzip``) stays as sent. A 3xx with a Location
 is returned whatever its body holds (damaged, cut short, too large: ``Response.note``); its
-connection is then closed. A connection that answered HEAD is never reused (a server that
-sends a body after a HEAD answer would corrupt the next response on it).
+connection is then closed. HEAD requests say ``Connection: close``: a connection that answered
+HEAD is never reused (a body sent after a HEAD answer would corrupt the next response on it).
 
 aiohttp removes the chunked transfer coding: ``Response.raw_body`` is the *content-encoded*
 body without chunk framing, while ``Response.headers`` still says
@@ -100,6 +100,8 @@ class _PeerResponse(ClientResponse):
             peer = transport.get_extra_info("peername")
             if isinstance(peer, tuple) and peer:
                 self.skitter_peer = str(peer[0])
+        if self.method == "HEAD" and protocol is not None:
+            protocol.force_close()  # never reused after HEAD (see _request_headers)
         started = await super().start(connection)
         if isinstance(protocol, LenientResponseHandler):
             self.skitter_raw_head = protocol.raw_head
@@ -302,7 +304,7 @@ class AiohttpFetcher:
 
     # ------------------------------------------------------------------ fetching
 
-    def _request_headers(self, request: Request) -> CIMultiDict[str]:
+    def _request_headers(self, request: Request, method: str = "GET") -> CIMultiDict[str]:
         s = self.settings
         headers: CIMultiDict[str] = CIMultiDict()
         headers["User-Agent"] = s.user_agent
@@ -318,6 +320,10 @@ class AiohttpFetcher:
                 headers.add(name, value)
         if request.referer:
             headers["Referer"] = request.referer
+        if method == "HEAD":
+            # Servers that answer HEAD with a body leave bytes on the connection that would
+            # be read as the start of the next response: a HEAD connection is never reused.
+            headers["Connection"] = "close"
         return headers
 
     async def fetch(
@@ -408,7 +414,7 @@ class AiohttpFetcher:
         resp = await session.request(
             method,
             url,
-            headers=self._request_headers(request),
+            headers=self._request_headers(request, method),
             allow_redirects=False,
             proxy=s.proxy or None,
             trace_request_ctx=progress,
@@ -442,10 +448,6 @@ class AiohttpFetcher:
                 err = self._map_error(exc, progress) if not isinstance(exc, FetchError) else exc
                 notes.append(f"redirect body not read: {err.detail if err else exc}")
             complete = not truncated  # a truncated body was not read to its end: close
-            if method == "HEAD":
-                # Servers that answer HEAD with a body leave bytes on the connection that
-                # would be read as the start of the next response: never reuse it.
-                complete = False
         finally:
             if complete:
                 resp.release()
