@@ -66,3 +66,11 @@ class LeasePolicy:
         """A new decision for a link (``kind``; "redirect" for a redirect target): None keeps
         ``decision``; False queues it as a page; True queues it as ``check_only``."""
         return None
+
+    def note_fragment(self, canonical_url: str, fragment: str) -> None:
+        """A ``check_only`` link to ``canonical_url`` carries ``#fragment`` (not empty)."""
+
+    def fragment_targets(self, url: str) -> tuple[frozenset[str], bool] | None:
+        """``(ids, cut)`` of the page at ``url`` that this policy read (for anchors.jsonl;
+        ``cut``: the body was cut at the size cap), or None."""
+        return None

@@ -183,6 +183,9 @@ class Worker:
         # the mode's shortcuts (link checking: a verdict reused, a host known dead)
         reused = policy.reused_record(req)
         if reused is not None:
+            targets = policy.fragment_targets(reused.final_url)
+            if c.anchors is not None and targets is not None:
+                c.anchors.write(reused.final_url, targets[0], cut=targets[1])
             self.ctx.write_record(reused, host_key(req.requested_url))
             await c.frontier.ack(lease, not_before=self.ctx.clock())
             return
@@ -272,7 +275,7 @@ class Worker:
             c.warc.write_exchange(req.url, resp, ip=resp.peer_ip)
         gap = self.gap_s(crawl_delay)
         status = resp.status
-        detail: str | None = None
+        detail: str | None = resp.note  # e.g. a Content-Encoding that was not applied
         if status == 429 or status >= 500:
             ra = parse_retry_after(resp.header("retry-after"), time.time())
             d = retry_decision(status, None, attempts, p.retries, ra, p.max_retry_after_s)
@@ -391,6 +394,10 @@ class Worker:
         # no await between these writes: the page's rows and record land together
         if c.anchors is not None and page is not None:
             c.anchors.write(req.url, page.ids)
+        elif c.anchors is not None and req.check_only:
+            targets = self.ctx.policy.fragment_targets(req.url)  # an external page's ids
+            if targets is not None:
+                c.anchors.write(req.url, targets[0], cut=targets[1])
         if rows:
             c.links.write_text(format_rows(rows))
             self.ctx.stats.count_decisions(decisions)
@@ -441,6 +448,8 @@ class Worker:
             fragment = ""
             if link.url is not None:
                 target_nofrag, _, fragment = link.url.partition("#")  # split_fragment
+                if check_only and fragment and canon is not None:
+                    policy.note_fragment(canon, fragment)
             else:
                 target_nofrag = link.raw
             if decision is queued and link_filter is not None:

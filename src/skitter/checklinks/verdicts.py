@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from skitter.checklinks.anchors import ANCHORS_FILE, read_anchors
+from skitter.checklinks.anchors import ANCHORS_FILE, read_anchors, read_cut_pages
 from skitter.export.links import LinkRow, read_rows
 from skitter.export.pages import read_records
 from skitter.redirects import NO_LOCATION, REDIRECT_STATUSES
@@ -309,6 +309,7 @@ def build_report(
     *,
     accept: Iterable[int] = (),
     robots_disallowed: Iterable[str] = (),
+    cut_pages: Iterable[str] = (),
 ) -> Report:
     """Group the links by target and give each target its verdict.
 
@@ -321,6 +322,8 @@ def build_report(
         accept: statuses that count as ok.
         robots_disallowed: URLs known to be refused by robots.txt (report.json), to name
             the reason of targets without a record.
+        cut_pages: pages whose ids come from their first ``--max-body`` bytes only: a
+            fragment not found there is ``unverified`` (error ``fragment_unverified``).
 
     Returns:
         The :class:`Report`. Targets: every link target (canonical URL without fragment; the
@@ -338,6 +341,7 @@ def build_report(
         (redirect_rows if row.kind == "redirect" else link_rows).append(row)
     chains = _Chains(recs, redirect_rows)
     disallowed = set(robots_disallowed)
+    cut = set(cut_pages)
     by_target: dict[str, list[LinkRow]] = defaultdict(list)
     for row in link_rows:
         by_target[row.target].append(row)
@@ -372,6 +376,17 @@ def build_report(
             add(target, outcome, None)
         for row in trows:
             if ids is not None and row.fragment and not fragment_ok(row.fragment, ids):
+                if outcome.final_url in cut:
+                    unsure = Outcome(
+                        "unverified",
+                        outcome.final_status,
+                        "fragment_unverified",
+                        f"no id or name {row.fragment!r} in the first part of "
+                        f"{outcome.final_url} read (--max-body)",
+                        final_url=outcome.final_url,
+                    )
+                    add(f"{target}#{row.fragment}", unsure, row)
+                    continue
                 missing = Outcome(
                     "broken",
                     outcome.final_status,
@@ -418,8 +433,10 @@ def load_report(
     records = list(read_records(d / "pages.jsonl"))
     rows = list(read_rows(d / "links.tsv"))
     anchors: dict[str, frozenset[str]] | None = None
+    cut: set[str] = set()
     if check_fragments:
         anchors = read_anchors(d / ANCHORS_FILE)
+        cut = read_cut_pages(d / ANCHORS_FILE)
     disallowed: list[str] = []
     rp = d / "report.json"
     if rp.exists():
@@ -429,4 +446,6 @@ def load_report(
             robots = {}
         for info in robots.values():
             disallowed.extend(info.get("disallowed_urls") or ())
-    return build_report(records, rows, anchors, accept=accept, robots_disallowed=disallowed)
+    return build_report(
+        records, rows, anchors, accept=accept, robots_disallowed=disallowed, cut_pages=cut
+    )
