@@ -78,3 +78,33 @@ async def test_k5_check_resources_checks_media_and_svg_images(site: Site, tmp_pa
         "/m/icons.svg",
     ):
         assert path in site.paths(WWW), path
+
+
+async def test_k5_start_url_refused_by_robots_is_excluded(site: Site, tmp_path: Path) -> None:
+    site.route(WWW, "/robots.txt", text("User-agent: *\nDisallow: /private/\n"))
+    site.route(WWW, "/private/start", text(b"<p>never</p>", content_type="text/html"))
+    site.route(WWW, "/open", text(b"<p>fine</p>", content_type="text/html"))
+    refused = site.url(WWW, "/private/start")
+    # the only start URL refused: reported as excluded (robots.txt), exit 4
+    code, out, err = await run_cli(site.port, site.hosts(), refused, "--format", "json")
+    report = json.loads(out)
+    assert code == 4, err
+    assert report["summary"] == {
+        "checked": 0,
+        "ok": 0,
+        "broken": 0,
+        "unverified": 0,
+        "redirected": 0,
+        "excluded": 1,
+    }
+    assert f"start URL got no HTTP response: {refused}" in err
+    code, out, err = await run_cli(site.port, site.hosts(), refused)
+    assert code == 4 and "1 excluded (robots.txt 1)" in out, (out, err)
+    # one start URL refused, another fine: the refused one is excluded, the check goes on
+    code, out, err = await run_cli(
+        site.port, site.hosts(), refused, site.url(WWW, "/open"), "--format", "json"
+    )
+    report = json.loads(out)
+    assert code == 0, err
+    assert report["summary"]["ok"] == 1 and report["summary"]["excluded"] == 1
+    assert "/private/start" not in site.paths(WWW)

@@ -144,7 +144,8 @@ async def _check(settings: CrawlSettings, cache: list[Any]) -> tuple[bool, float
 
 
 def run(args: argparse.Namespace) -> int:
-    """``skitter check-links``: exit 0 nothing broken, 1 broken links, 2 error, 130 stopped."""
+    """``skitter check-links``: exit 0 nothing broken, 1 broken links, 2 error, 4 no start
+    URL got any HTTP response, 130 stopped."""
     import shutil
     import tempfile
 
@@ -213,6 +214,10 @@ def run(args: argparse.Namespace) -> int:
                 + (f"; report: {target}" if target else ""),
                 file=sys.stderr,
             )
+        for seed in report.seeds_unanswered:
+            print(f"skitter: start URL got no HTTP response: {seed}", file=sys.stderr)
+        if report.no_seed_answered:
+            return 4  # no start URL got any HTTP response (all refused by robots.txt...)
         return 1 if report.summary["broken"] else 0
     except SkitterError as exc:
         print(f"skitter: error: {exc}", file=sys.stderr)
