@@ -13,7 +13,7 @@ import hashlib
 from pathlib import Path
 
 from tests.cases._util import run
-from tests.integration.rawserver import RawServer, head, response
+from tests.integration.rawserver import RawConnection, RawRequest, RawServer, head, response
 
 H = "ce.example.test"
 
@@ -28,6 +28,16 @@ def html_resp(body: bytes, coding: str | None, ctype: str = "text/html") -> byte
     if coding:
         hs.append(("Content-Encoding", coding))
     return response(200, hs, body)
+
+
+async def stalled_redirect(req: RawRequest, conn: RawConnection) -> None:
+    """A 302 whose body stops after 10 of 1000 bytes, the connection left open."""
+    await conn.write(head(302, [("Location", "/from-redir-3"), ("Content-Length", "1000")]))
+    await conn.write(b"<p>moved, ")
+    for _ in range(600):  # bounded: until the client gives up on the body
+        if conn.peer_closed():
+            return
+        await conn.sleep(0.05)
 
 
 async def test_k1_content_encoding_that_lies(raw: RawServer, tmp_path: Path) -> None:
@@ -49,6 +59,7 @@ async def test_k1_content_encoding_that_lies(raw: RawServer, tmp_path: Path) -> 
             [("Location", "/from-redir-1"), ("Content-Encoding", "gzip")],
             b"\x1f\x8b\x08\x00" + b"\xff" * 60,
         ),
+        "/redir-stall": stalled_redirect,
         "/redir-cut-body": [
             head(302, [("Location", "/from-redir-2"), ("Content-Length", "1000")]),
             b"<p>moved</p>",
@@ -65,6 +76,7 @@ async def test_k1_content_encoding_that_lies(raw: RawServer, tmp_path: Path) -> 
         "/from-double",
         "/from-redir-1",
         "/from-redir-2",
+        "/from-redir-3",
     ):
         raw.route(path, ok, host=H)
     seed = ("<!doctype html>" + "".join(f'<a href="{p}">{p}</a>' for p in routes)).encode()
@@ -90,7 +102,7 @@ async def test_k1_content_encoding_that_lies(raw: RawServer, tmp_path: Path) -> 
     gz = res.record(raw.url("/file.gz", H))
     assert gz["status"] == 200 and gz["error"] is None and gz["error_detail"] is None
     assert gz["bytes"] == len(gz_file) and gz["sha1"] == hashlib.sha1(gz_file).hexdigest()
-    for n, path in ((1, "/redir-bad-body"), (2, "/redir-cut-body")):
+    for n, path in ((1, "/redir-bad-body"), (2, "/redir-cut-body"), (3, "/redir-stall")):
         rec = res.record(raw.url(path, H))
         assert rec["status"] == 200 and rec["error"] is None, rec
         assert rec["final_url"] == raw.url(f"/from-redir-{n}", H)

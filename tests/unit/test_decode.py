@@ -210,7 +210,7 @@ def test_lying_inner_coding_is_skipped_layer_by_layer() -> None:
 
 
 @pytest.mark.parametrize("extra", [1, 2, 4])
-@pytest.mark.parametrize("inner", ["gzip", "zstd"])
+@pytest.mark.parametrize("inner", ["gzip", "zstd", "deflate"])
 def test_text_encoded_more_times_than_labelled_is_decoded(extra: int, inner: str) -> None:
     body = DATA
     for _ in range(extra):

@@ -84,6 +84,8 @@ READ_BUFSIZE = 64 * 1024
 _STALL_CHECK_S = 0.5
 
 _NO_BODY_STATUSES = frozenset({204, 304})
+#: Idle-read deadline (s) for the body of a 3xx with a Location (never needed to follow it).
+REDIRECT_BODY_IDLE_S = 2.0
 
 
 class _PeerResponse(ClientResponse):
@@ -440,6 +442,7 @@ class AiohttpFetcher:
                 ProtocolError,
                 aiohttp.ClientPayloadError,
                 aiohttp.ServerDisconnectedError,
+                aiohttp.ServerTimeoutError,
             ) as exc:
                 # A redirect is followed whatever its body holds: the body is never needed.
                 if not _is_redirect(resp.status, headers):
@@ -495,6 +498,12 @@ class AiohttpFetcher:
                 f"body exceeds limit: Content-Length {progress.content_length} > {cap} bytes"
             )
         media_type = _media_type(headers)
+        # a redirect's body is never needed: do not wait long for one that stalls
+        idle_s = (
+            min(self.settings.read_timeout_s, REDIRECT_BODY_IDLE_S)
+            if _is_redirect(status, headers) and self.settings.read_timeout_s > 0
+            else None
+        )
         codings = codings_to_undo(
             parse_content_encoding(v for k, v in headers if k.lower() == "content-encoding"),
             media_type,
@@ -505,7 +514,7 @@ class AiohttpFetcher:
         protocol = resp.skitter_protocol if isinstance(resp, _PeerResponse) else None
         try:
             while True:
-                chunk = await self._read_chunk(resp, protocol, progress)
+                chunk = await self._read_chunk(resp, protocol, progress, idle_s)
                 if not chunk:
                     break
                 raw += chunk
@@ -532,10 +541,16 @@ class AiohttpFetcher:
         return raw_bytes, body, False
 
     async def _read_chunk(
-        self, resp: ClientResponse, protocol: ResponseHandler | None, progress: _Progress
+        self,
+        resp: ClientResponse,
+        protocol: ResponseHandler | None,
+        progress: _Progress,
+        idle_s: float | None = None,
     ) -> bytes:
-        """Next body chunk (b"" at the end), with an idle deadline of ``read_timeout_s``."""
-        idle_s = self.settings.read_timeout_s
+        """Next body chunk (b"" at the end), with an idle deadline of ``idle_s`` seconds
+        (default ``read_timeout_s``)."""
+        if idle_s is None:
+            idle_s = self.settings.read_timeout_s
         if idle_s <= 0:  # no idle deadline configured
             return await resp.content.readany()
         waited = 0.0

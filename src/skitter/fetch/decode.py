@@ -299,11 +299,14 @@ _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
 def _sniff_coding(head: bytes) -> str | None:
-    """The coding whose magic number starts ``head`` (gzip RFC 1952, zstd RFC 8878), if any."""
+    """The coding whose magic number starts ``head`` (gzip RFC 1952, zstd RFC 8878, the
+    usual zlib headers RFC 1950), if any."""
     if head[:3] == b"\x1f\x8b\x08":
         return "gzip"
     if head[:4] == _ZSTD_MAGIC:
         return "zstd"
+    if head[:2] in (b"\x78\x01", b"\x78\x9c", b"\x78\xda"):
+        return "deflate"  # zlib header (RFC 1950), never the start of text
     return None
 
 
