@@ -67,8 +67,8 @@ class LeasePolicy:
         ``decision``; False queues it as a page; True queues it as ``check_only``."""
         return None
 
-    def note_fragment(self, canonical_url: str, fragment: str) -> None:
-        """A ``check_only`` link to ``canonical_url`` carries ``#fragment`` (not empty)."""
+    def note_fragment(self, canonical_url: str, fragment: str, kind: str) -> None:
+        """A ``check_only`` link (``kind``) to ``canonical_url`` carries ``#fragment``."""
 
     def fragment_targets(self, url: str) -> tuple[frozenset[str], bool] | None:
         """``(ids, cut)`` of the page at ``url`` that this policy read (for anchors.jsonl;

@@ -449,7 +449,7 @@ class Worker:
             if link.url is not None:
                 target_nofrag, _, fragment = link.url.partition("#")  # split_fragment
                 if check_only and fragment and canon is not None:
-                    policy.note_fragment(canon, fragment)
+                    policy.note_fragment(canon, fragment, link.kind)
             else:
                 target_nofrag = link.raw
             if decision is queued and link_filter is not None:

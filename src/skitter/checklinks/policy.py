@@ -156,11 +156,12 @@ class CheckPolicy(LeasePolicy):
             return True
         return None
 
-    def note_fragment(self, canonical_url: str, fragment: str) -> None:
+    def note_fragment(self, canonical_url: str, fragment: str, kind: str) -> None:
         """A checked (external) link points at ``#fragment`` of ``canonical_url``: the page
         is fetched with GET (never HEAD) and its ids read, once per URL. Text fragments
-        (``#:~:text=``) and the top of the page (``#top``) need no ids."""
-        if not self.settings.check_fragments:
+        (``#:~:text=``) and the top of the page (``#top``) need no ids; nor do resources
+        (``kind`` in RESOURCE_KINDS: an SVG sprite's ``#icon`` is not an HTML id)."""
+        if not self.settings.check_fragments or kind in RESOURCE_KINDS:
             return
         frag = fragment.split(":~:", 1)[0]
         if frag and frag.lower() != "top":

@@ -66,6 +66,9 @@ def normalize_head(head: bytes) -> tuple[bytes, int | None]:
     Raises:
         BadHttpMessage: ``Content-Length`` values differ (or one is not a number).
     """
+    status = _plain_status(head)
+    if status is not None:
+        return head, status  # nothing to rewrite (the common case)
     lines = [ln[:-1] if ln.endswith(b"\r") else ln for ln in head.split(b"\n")]
     while lines and not lines[-1]:
         lines.pop()
@@ -112,6 +115,29 @@ def normalize_head(head: bytes) -> tuple[bytes, int | None]:
     if at >= 0:
         out[at] = b"Content-Length: " + (length or b"")
     return b"\r\n".join(out) + b"\r\n\r\n", status
+
+
+#: A header section both aiohttp parsers take as it is: CRLF lines, token names right
+#: before the colon, no obs-fold, no NUL.
+_PLAIN = re.compile(
+    rb"HTTP/1\.[01] ([0-9]{3})[^\r\n\0]*\r\n"
+    rb"(?:[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\r\n\0]*\r\n)*\r\n"
+)
+
+
+def _plain_status(head: bytes) -> int | None:
+    """The status of a head :func:`normalize_head` would leave as it is, else None."""
+    m = _PLAIN.fullmatch(head)
+    if m is None:
+        return None
+    n = head.lower().count(b"content-length")
+    if n > 1:
+        return None
+    if n == 1:
+        at = head.lower().find(b"\ncontent-length:")
+        if at < 0 or not head[at + 16 : head.find(b"\r\n", at + 1)].strip(b" \t").isdigit():
+            return None
+    return int(m.group(1))
 
 
 class LenientHeadParser:
