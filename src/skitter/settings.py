@@ -144,6 +144,8 @@ class CrawlSettings:
             in ``anchors.jsonl`` so that ``page#name`` links can be checked.
         processes: crawler processes, each owning the hosts that hash to it
             (:mod:`skitter.processes`; run by the command line). 1 = this process only.
+        extract_links: parse HTML pages for links (False = ``skitter fetch``: pages are
+            fetched, archived and recorded, never parsed; only redirects are followed).
     """
 
     out_dir: str
@@ -161,3 +163,4 @@ class CrawlSettings:
     check_resources: bool = False
     check_fragments: bool = False
     processes: int = 1
+    extract_links: bool = True

@@ -356,6 +356,7 @@ def settings_from_args(
         check_resources=b.check_resources,
         check_fragments=b.check_fragments,
         processes=pick("processes", b.processes),
+        extract_links=b.extract_links,
     )
 
 
