@@ -439,6 +439,7 @@ class Worker:
         fields: list[list[Any]] = []
         pending: dict[str, int] = {}
         to_add: list[Request] = []
+        refetch: list[Request] = []
         source = req.url
         page_nofollow = page.nofollow
         for i, link in enumerate(page.links):
@@ -454,8 +455,16 @@ class Worker:
             fragment = ""
             if link.url is not None:
                 target_nofrag, _, fragment = link.url.partition("#")  # split_fragment
-                if check_only and fragment and canon is not None:
-                    policy.note_fragment(canon, fragment, link.kind)
+                if (
+                    check_only
+                    and fragment
+                    and canon is not None
+                    and policy.note_fragment(canon, fragment, link.kind)
+                ):
+                    # checked already without its ids: once more, to read them
+                    refetch.append(
+                        Request(url=canon, depth=child_depth, referer=source, check_only=True)
+                    )
             else:
                 target_nofrag = link.raw
             if decision is queued and link_filter is not None:
@@ -486,4 +495,6 @@ class Worker:
             for canon, idx in pending.items():
                 if canon not in added:
                     fields[idx][6] = seen_v
+        if refetch:
+            await self.ctx.add(refetch, force=True)
         return fields, Counter([f[6] for f in fields])

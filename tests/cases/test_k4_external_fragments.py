@@ -8,8 +8,11 @@ parsed and kept with its verdict for the ``--cache-age`` cache. Text fragments
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
+
+from aiohttp import web
 
 from tests.integration.site import Site, html
 from tests.integration.test_check_links import run_cli
@@ -59,3 +62,34 @@ async def test_k4_fragments_of_external_pages(site: Site, tmp_path: Path) -> Non
     assert [(u["url"], u["error"]) for u in again["unverified"]] == unverified
     later = [h.path_qs for h in site.hits[before:] if h.host == EXT]
     assert later in ([], ["/robots.txt"]), later
+
+
+async def test_k4_fragment_link_seen_after_the_page_was_checked(site: Site, tmp_path: Path) -> None:
+    """The page is first linked without a fragment (checked with HEAD), then, on a page
+    crawled after that check, with one: it is read once more, with GET, for its ids."""
+    checked = asyncio.Event()
+    doc = html(DOC)
+
+    async def ext_doc(request: web.Request) -> web.StreamResponse:
+        checked.set()
+        return await doc(request)
+
+    later = html(f'<a href="{site.url(EXT, "/doc#nosuch")}">late</a>')
+
+    async def second(request: web.Request) -> web.StreamResponse:
+        await asyncio.wait_for(checked.wait(), 30)  # served only once /doc was checked
+        return await later(request)
+
+    site.route(W, "/", html(f'<a href="{site.url(EXT, "/doc")}">d</a><a href="/second">s</a>'))
+    site.route(W, "/second", second)
+    site.route(EXT, "/doc", ext_doc)
+    code, text, err = await run_cli(site.port, site.hosts(), site.url(W, "/"), "--format", "json")
+    report = json.loads(text)
+    assert code == 1, err
+    assert [(b["url"], b["error"]) for b in report["broken"]] == [
+        (site.url(EXT, "/doc#nosuch"), "missing_fragment")
+    ]
+    assert [h.method for h in site.hits if h.host == EXT and h.path_qs == "/doc"] == [
+        "HEAD",
+        "GET",
+    ]

@@ -120,6 +120,8 @@ class CheckPolicy(LeasePolicy):
         self._want_ids: set[str] = set()
         #: page URL -> (ids, cut) read by fetch() or carried in the cache, until written
         self._ids: dict[str, tuple[frozenset[str], bool]] = {}
+        #: check_only URLs fetched (or reused from the cache) without reading their ids
+        self._read_plain: set[str] = set()
 
     def add_seed(self, canonical_url: str) -> None:
         """Extend the internal hosts with a seed's (as :meth:`ScopeRule.add_seed`)."""
@@ -156,16 +158,19 @@ class CheckPolicy(LeasePolicy):
             return True
         return None
 
-    def note_fragment(self, canonical_url: str, fragment: str, kind: str) -> None:
+    def note_fragment(self, canonical_url: str, fragment: str, kind: str) -> bool:
         """A checked (external) link points at ``#fragment`` of ``canonical_url``: the page
         is fetched with GET (never HEAD) and its ids read, once per URL. Text fragments
         (``#:~:text=``) and the top of the page (``#top``) need no ids; nor do resources
         (``kind`` in RESOURCE_KINDS: an SVG sprite's ``#icon`` is not an HTML id)."""
         if not self.settings.check_fragments or kind in RESOURCE_KINDS:
-            return
+            return False
         frag = fragment.split(":~:", 1)[0]
-        if frag and frag.lower() != "top":
-            self._want_ids.add(canonical_url)
+        if not frag or frag.lower() == "top" or canonical_url in self._want_ids:
+            return False
+        self._want_ids.add(canonical_url)
+        # already checked without its ids (HEAD, or a cached verdict): read it once more
+        return canonical_url in self._read_plain
 
     def fragment_targets(self, url: str) -> tuple[frozenset[str], bool] | None:
         """``(ids, cut)`` of the external page at ``url`` read by :meth:`fetch` (or carried
@@ -222,7 +227,9 @@ class CheckPolicy(LeasePolicy):
         cached = self.cached(request.url) if request.check_only else None
         if cached is None:
             return None
-        if request.requested_url in self._want_ids:
+        if request.requested_url not in self._want_ids:
+            self._read_plain.add(request.requested_url)
+        else:
             ids = cached.get("ids")
             if not isinstance(ids, list):
                 return None  # checked by HEAD last time: its ids are needed now
@@ -273,6 +280,7 @@ class CheckPolicy(LeasePolicy):
             return await fetcher.fetch(request)
         if request.requested_url in self._want_ids:
             return await self._fetch_ids(fetcher, request)
+        self._read_plain.add(request.requested_url)
         head_status: int | None = None
         if request.url not in self.get_only and host not in self.no_head_hosts:
             head: Response | None = None
