@@ -98,3 +98,24 @@ def test_k2_older_state_folder_is_refused_with_one_line(tmp_path: Path) -> None:
     msg = str(info.value)
     assert "\n" not in msg and f"format {FORMAT_VERSION - 1}" in msg
     assert FORMAT_VERSION >= 2
+
+
+def test_k2_resuming_an_older_folder_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "state.json").write_text(
+        json.dumps({"format": 1, "skitter": "0.1.0", "settings": {"seeds": ["http://a.test/"]}})
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "skitter", "crawl", "--resume", "--out", str(old)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "state format 1" in proc.stderr
+    assert "Traceback" not in proc.stderr
