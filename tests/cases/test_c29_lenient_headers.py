@@ -111,6 +111,24 @@ async def test_c29_lenient_header_sections(raw: RawServer, tmp_path: Path) -> No
         check=False,
     )
     assert check.returncode == 0, check.stdout + check.stderr
+    # both archive readers read every record, HTTP headers included
+    from fastwarc.warc import ArchiveIterator as FastIterator
+    from warcio.archiveiterator import ArchiveIterator
+
+    for w in warcs:
+        with open(w, "rb") as fh:
+            slow = [
+                (r.rec_headers.get_header("WARC-Target-URI"), r.http_headers.get_statuscode())
+                for r in ArchiveIterator(fh)
+                if r.rec_type == "response"
+            ]
+        with open(w, "rb") as fh:
+            fast = [
+                (r.headers.get("WARC-Target-URI"), str(r.http_headers.status_code))
+                for r in FastIterator(fh, parse_http=True)
+                if r.headers.get("WARC-Type") == "response"
+            ]
+        assert slow == fast and len(slow) >= 10
 
 
 def test_c29_under_the_pure_python_parser() -> None:
