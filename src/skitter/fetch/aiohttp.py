@@ -31,13 +31,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-import ssl
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
 import aiohttp
 from aiohttp.client_proto import ResponseHandler
@@ -48,8 +45,6 @@ from yarl import URL
 
 from skitter.errors import (
     BodyTooLarge,
-    ConnectError,
-    FetchError,
     FetchTimeout,
     ProtocolError,
 )
@@ -61,6 +56,8 @@ from skitter.fetch.decode import (
     is_text_type,
     parse_content_encoding,
 )
+from skitter.fetch.errormap import Progress as _Progress
+from skitter.fetch.errormap import map_error, short
 from skitter.fetch.lenient import LenientResponseHandler
 from skitter.fetch.resolver import SkitterResolver, is_ip_literal
 from skitter.models import Request, Response
@@ -108,17 +105,6 @@ class _PeerResponse(ClientResponse):
         if isinstance(protocol, LenientResponseHandler):
             self.skitter_raw_head = protocol.raw_head
         return started
-
-
-@dataclass(slots=True)
-class _Progress:
-    """What one fetch got to, for error details."""
-
-    phase: str = "connect"  # queue -> dns -> connect -> headers -> body
-    raw_bytes: int = 0
-    decoded_bytes: int = 0
-    content_length: int | None = None
-    chunked: bool = False
 
 
 def _phase_setter(
@@ -388,7 +374,7 @@ class AiohttpFetcher:
                     f"during {progress.phase}, {progress.raw_bytes} body bytes read",
                     bytes_read=progress.decoded_bytes,
                 ) from exc
-            error = self._map_error(exc, progress)
+            error = map_error(exc, progress, self.settings)
             if error is None or error is exc:
                 raise  # ours already, or a programming error (e.g. fetch after aclose)
             raise error from exc
@@ -448,7 +434,7 @@ class AiohttpFetcher:
                 if not _is_redirect(resp.status, headers):
                     raise
                 raw, body, truncated = b"", b"", True
-                err = self._map_error(exc, progress) if not isinstance(exc, FetchError) else exc
+                err = map_error(exc, progress, self.settings)
                 notes.append(f"redirect body not read: {err.detail if err else exc}")
             complete = not truncated  # a truncated body was not read to its end: close
         finally:
@@ -569,84 +555,12 @@ class AiohttpFetcher:
                 raise aiohttp.SocketTimeoutError("Timeout on reading data from socket")
             if failure is not None:
                 raise ProtocolError(
-                    f"bad body framing: {_short(str(failure))} "
+                    f"bad body framing: {short(str(failure))} "
                     f"({progress.raw_bytes} body bytes read)",
                     bytes_read=progress.decoded_bytes,
                 )
             if waited >= idle_s:
                 raise aiohttp.SocketTimeoutError("Timeout on reading data from socket")
-
-    # ------------------------------------------------------------------ errors
-
-    def _map_error(self, exc: Exception, progress: _Progress) -> FetchError | None:
-        """Translate aiohttp / OS exceptions into the FetchError tree (None: not a fetch error)."""
-        s = self.settings
-        n = progress.decoded_bytes
-        if isinstance(exc, FetchError):
-            return exc
-        if isinstance(exc, aiohttp.ClientConnectorError):
-            inner: BaseException = exc.os_error
-            if isinstance(inner, FetchError):
-                return inner  # raised by our resolver (dns / blocked_address)
-        if isinstance(exc, aiohttp.ClientConnectorDNSError):
-            return ConnectError(f"dns: {exc.host}: {_reason(exc.os_error)}", kind="dns")
-        if isinstance(exc, aiohttp.ClientSSLError | aiohttp.ServerFingerprintMismatch):
-            return ConnectError(f"tls: {exc}", kind="tls")
-        if isinstance(exc, aiohttp.ConnectionTimeoutError):
-            return FetchTimeout(
-                f"timeout (connect): no connection within {s.connect_timeout_s:g} s"
-            )
-        if isinstance(exc, aiohttp.ServerTimeoutError):
-            return FetchTimeout(
-                f"timeout (idle read): no data for {s.read_timeout_s:g} s "
-                f"during {progress.phase}, {progress.raw_bytes} body bytes read",
-                bytes_read=n,
-            )
-        if isinstance(exc, aiohttp.ClientConnectorError):
-            return ConnectError(
-                f"connect: {exc.host}:{exc.port}: {_reason(exc.os_error)}", kind="connect"
-            )
-        if isinstance(exc, aiohttp.ClientHttpProxyError):
-            return ConnectError(f"connect: proxy answered {exc.status} {exc.message}")
-        if isinstance(exc, aiohttp.ClientPayloadError):
-            return ProtocolError(self._payload_detail(exc, progress), bytes_read=n)
-        if isinstance(exc, aiohttp.ServerDisconnectedError):
-            return ProtocolError(
-                f"server disconnected during {progress.phase} "
-                f"({progress.raw_bytes} body bytes read)",
-                bytes_read=n,
-            )
-        if isinstance(exc, aiohttp.ClientResponseError):
-            return ProtocolError(f"bad response: {_short(exc.message)}", bytes_read=n)
-        if isinstance(exc, aiohttp.InvalidURL):
-            return ProtocolError(f"invalid url: {_short(str(exc))}")
-        if isinstance(exc, ssl.SSLError):
-            return ConnectError(f"tls: {exc}", kind="tls")
-        if isinstance(exc, TimeoutError):
-            return FetchTimeout(f"timeout: {_short(str(exc)) or type(exc).__name__}", bytes_read=n)
-        if isinstance(exc, OSError):  # includes aiohttp.ClientOSError: reset, unreachable...
-            return ConnectError(f"connect: {_reason(exc)} during {progress.phase}", bytes_read=n)
-        if isinstance(exc, aiohttp.ClientError | ValueError | UnicodeError):
-            return ProtocolError(f"{type(exc).__name__}: {_short(str(exc))}", bytes_read=n)
-        return None
-
-    @staticmethod
-    def _payload_detail(exc: aiohttp.ClientPayloadError, progress: _Progress) -> str:
-        cause: Any = exc.__cause__ or exc
-        text = str(getattr(cause, "message", "") or cause)
-        got = progress.raw_bytes
-        short_of_length = progress.content_length is not None and got < progress.content_length
-        if (
-            short_of_length
-            or "not enough data" in text.lower()
-            or isinstance(cause, ConnectionError)
-        ):
-            if progress.content_length is not None:
-                return f"incomplete body: {got} of {progress.content_length} bytes"
-            if progress.chunked:
-                return f"incomplete body: {got} bytes, chunked body ended without its last chunk"
-            return f"incomplete body: {got} bytes"
-        return f"bad body framing: {_short(text)} ({got} body bytes read)"
 
 
 def _is_redirect(status: int, headers: tuple[tuple[str, str], ...]) -> bool:
@@ -659,13 +573,3 @@ def _media_type(headers: tuple[tuple[str, str], ...]) -> str | None:
         if k.lower() == "content-type":
             return v.split(";", 1)[0].strip().lower() or None
     return None
-
-
-def _reason(exc: BaseException) -> str:
-    strerror = getattr(exc, "strerror", None)
-    return str(strerror or exc or type(exc).__name__)
-
-
-def _short(text: str, limit: int = 200) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
