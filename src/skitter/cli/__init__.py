@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from skitter import __version__
-from skitter.cli import check_links, crawl, extract, fetch, graph, index
+from skitter.cli import check_links, crawl, extract, fetch, graph, index, merge
 from skitter.cli.common import Parser, settings_from_args
 
 __all__ = ["COMMANDS", "build_parser", "main", "settings_from_args"]
@@ -30,6 +30,7 @@ COMMANDS: dict[str, ModuleType] = {
     "extract": extract,
     "index": index,
     "graph": graph,
+    "merge": merge,
 }
 
 
