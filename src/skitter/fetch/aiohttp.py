@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -292,7 +292,9 @@ class AiohttpFetcher:
 
     # ------------------------------------------------------------------ fetching
 
-    def _request_headers(self, request: Request, method: str = "GET") -> CIMultiDict[str]:
+    def _request_headers(
+        self, request: Request, method: str = "GET", extra: Sequence[tuple[str, str]] = ()
+    ) -> CIMultiDict[str]:
         s = self.settings
         headers: CIMultiDict[str] = CIMultiDict()
         headers["User-Agent"] = s.user_agent
@@ -308,6 +310,8 @@ class AiohttpFetcher:
                 headers.add(name, value)
         if request.referer:
             headers["Referer"] = request.referer
+        for name, value in extra:
+            headers[name] = value
         if method == "HEAD":
             # Servers that answer HEAD with a body leave bytes on the connection that would
             # be read as the start of the next response: a HEAD connection is never reused.
@@ -321,6 +325,7 @@ class AiohttpFetcher:
         method: str = "GET",
         max_body_bytes: int | None = None,
         truncate: bool = False,
+        headers: Sequence[tuple[str, str]] = (),
     ) -> Response:
         """Fetch ``request.url`` once (no redirects followed) and return the response.
 
@@ -339,6 +344,8 @@ class AiohttpFetcher:
                 ``Response.truncated`` set (the connection is closed, not drained). For
                 files that are defined by their first N bytes, e.g. robots.txt
                 (RFC 9309 §2.5: parse at least the first 500 KiB).
+            headers: extra request headers for this request only (added after the
+                others, values sent as given: a recrawl's validators).
 
         Returns:
             :class:`~skitter.models.Response`: ``headers`` from the raw header bytes decoded
@@ -366,7 +373,7 @@ class AiohttpFetcher:
         deadline = asyncio.timeout(s.timeout_s)
         try:
             async with deadline:
-                return await self._fetch(request, method, cap, progress, start, truncate)
+                return await self._fetch(request, method, cap, progress, start, truncate, headers)
         except Exception as exc:
             if deadline.expired():
                 raise FetchTimeout(
@@ -387,6 +394,7 @@ class AiohttpFetcher:
         progress: _Progress,
         start: float,
         truncate: bool = False,
+        extra_headers: Sequence[tuple[str, str]] = (),
     ) -> Response:
         s = self.settings
         try:
@@ -402,7 +410,7 @@ class AiohttpFetcher:
         resp = await session.request(
             method,
             url,
-            headers=self._request_headers(request, method),
+            headers=self._request_headers(request, method, extra_headers),
             allow_redirects=False,
             proxy=s.proxy or None,
             trace_request_ctx=progress,
