@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from skitter.cli.common import add_common_flags, os_error_line, processes, settings_from_args
+from skitter.cli.focus_flags import add_focus_flags
 from skitter.cli.progress import Progress, run_crawler
 from skitter.cli.quality_flags import add_quality_flags, quality_from_args
 from skitter.crawler import Crawler
@@ -43,6 +44,7 @@ def add_parser(sub: Any) -> None:
         "(levels/NNNN/ in --out; one process)",
     )
     out = add_common_flags(c)
+    add_focus_flags(c)
     out.add_argument("--no-warc", action="store_true", help="do not write WARC files")
     out.add_argument(
         "--processes",

@@ -4,6 +4,7 @@ that say how far a fetch got (used by :mod:`skitter.fetch.aiohttp`)."""
 from __future__ import annotations
 
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,8 @@ class Progress:
     decoded_bytes: int = 0
     content_length: int | None = None
     chunked: bool = False
+    idle_s: float = 0.0  # the idle-read deadline of this fetch
+    keep_body: Callable[[int, tuple[tuple[str, str], ...]], bool] | None = None
 
 
 def map_error(exc: Exception, progress: Progress, s: FetchSettings) -> FetchError | None:
@@ -54,7 +57,7 @@ def map_error(exc: Exception, progress: Progress, s: FetchSettings) -> FetchErro
         return FetchTimeout(f"timeout (connect): no connection within {s.connect_timeout_s:g} s")
     if isinstance(exc, aiohttp.ServerTimeoutError):
         return FetchTimeout(
-            f"timeout (idle read): no data for {s.read_timeout_s:g} s "
+            f"timeout (idle read): no data for {progress.idle_s:g} s "
             f"during {progress.phase}, {progress.raw_bytes} body bytes read",
             bytes_read=n,
         )
