@@ -69,6 +69,17 @@ class LeasePolicy:
         ``decision``; False queues it as a page; True queues it as ``check_only``."""
         return None
 
+    def note_fragment(self, canonical_url: str, fragment: str, kind: str) -> bool:
+        """A ``check_only`` link (``kind``) to ``canonical_url`` carries ``#fragment``.
+        Returns True if the URL must be fetched again (it was read without what the
+        fragment needs): the worker queues it once more (``force``)."""
+        return False
+
+    def fragment_targets(self, url: str) -> tuple[frozenset[str], bool] | None:
+        """``(ids, cut)`` of the page at ``url`` that this policy read (for anchors.jsonl;
+        ``cut``: the body was cut at the size cap), or None."""
+        return None
+
 
 class FetchPolicy(LeasePolicy):
     """``skitter fetch``: the seeds are fetched, archived and recorded like a crawl's pages,

@@ -45,16 +45,18 @@ MAX_ANCHOR_CHARS = 256
 _SELECTOR = (
     "a[href], area[href], frame[src], iframe[src], link[href], meta[content], base[href], title"
 )
-# With resources: <img> and <source> (src and/or srcset) and <script src>, one selector each.
-_SELECTOR_RESOURCES = _SELECTOR + ", img, source, script[src]"
+# With resources: <img> and <source> (src and/or srcset), <script src>, media elements and
+# SVG <image>/<use> (href or xlink:href), one selector each.
+_SELECTOR_RESOURCES = _SELECTOR + ", img, source, script[src], video, audio, track[src], image, use"
 # Fragment targets (HTML Standard §7.4.6.3 "find a potential indicated element").
 _SELECTOR_IDS = "[id], a[name]"
 
 #: Link kinds that are page resources rather than links to other documents (only extracted
-#: with ``resources=True``): ``<img src>`` "img", each URL of a ``srcset`` "srcset",
-#: ``<source src>`` "source", ``<script src>`` "script", ``<link href>`` with rel
-#: stylesheet / icon / apple-touch-icon / mask-icon / manifest "link".
-RESOURCE_KINDS = frozenset({"img", "srcset", "source", "script", "link"})
+#: with ``resources=True``): ``<img src>`` and SVG ``<image href>`` / ``<use href>`` "img",
+#: each URL of a ``srcset`` "srcset", ``<video src>``, ``<video poster>``, ``<audio src>``,
+#: ``<source src>`` and ``<track src>`` "media", ``<script src>`` "script", ``<link href>``
+#: with rel stylesheet / icon / apple-touch-icon / mask-icon / manifest "link".
+RESOURCE_KINDS = frozenset({"img", "srcset", "media", "script", "link"})
 _RESOURCE_RELS = frozenset(
     {
         "stylesheet",
@@ -524,8 +526,10 @@ def extract(
     * ``nofollow``: the element's ``rel`` has the token "nofollow" (ASCII
       case-insensitive), or the page is nofollow.
     * with ``resources``, also (kinds in :data:`RESOURCE_KINDS`): ``<img src>`` ("img",
-      anchor = alt), every URL of an ``<img srcset>`` / ``<source srcset>`` ("srcset", see
-      :func:`parse_srcset`), ``<source src>`` ("source"), ``<script src>`` ("script"),
+      anchor = alt), SVG ``<image>`` / ``<use>`` ``href`` or ``xlink:href`` ("img"), every
+      URL of an ``<img srcset>`` / ``<source srcset>`` ("srcset", see
+      :func:`parse_srcset`), ``<video src>``, ``<video poster>``, ``<audio src>``,
+      ``<source src>``, ``<track src>`` ("media"), ``<script src>`` ("script"),
       ``<link href>`` whose rel has stylesheet, icon, apple-touch-icon(-precomposed),
       mask-icon or manifest ("link"). Empty values are skipped.
 
@@ -631,11 +635,26 @@ def extract(
             alt = _anchor(attrs.get("alt") or "") if tag == "img" else ""
             raw = attrs.get("src")
             if raw:
-                append(("img" if tag == "img" else "source", raw, alt, False))
+                append(("img" if tag == "img" else "media", raw, alt, False))
             srcset = attrs.get("srcset")
             if srcset:
                 for raw in parse_srcset(srcset):
                     append(("srcset", raw, alt, False))
+        elif tag in ("video", "audio", "track"):
+            raw = attrs.get("src")
+            if raw:
+                append(("media", raw, "", False))
+            if tag == "video":
+                raw = attrs.get("poster")
+                if raw:
+                    append(("media", raw, "", False))
+        elif tag in ("image", "use"):
+            # SVG: SVG 2 ``href`` wins over SVG 1.1 ``xlink:href`` when both are present
+            raw = attrs.get("href")
+            if raw is None:
+                raw = attrs.get("xlink:href")
+            if raw:
+                append(("img", raw, "", False))
         elif tag == "script":
             raw = attrs.get("src")
             if raw:

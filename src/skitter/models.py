@@ -86,6 +86,10 @@ class Response:
         peer_ip: the IP address connected to, if known.
         truncated: the body was cut at the size cap (only when the fetch asked for that,
             e.g. robots.txt); ``body`` holds the first ``max_body_bytes`` decoded bytes.
+        raw_head: the status line and header section exactly as received (bytes, ending
+            with the empty line), for the WARC record; None if not known.
+        note: how the body was read when it was not as labelled (e.g. "Content-Encoding
+            gzip not applied: ..."), for ``error_detail`` of a good page; None normally.
     """
 
     url: str
@@ -99,6 +103,8 @@ class Response:
     request_headers: tuple[tuple[str, str], ...] = ()
     peer_ip: str | None = None
     truncated: bool = False
+    note: str | None = None
+    raw_head: bytes | None = None
 
     def header(self, name: str) -> str | None:
         """The first header value named ``name`` (case-insensitive), or None."""
@@ -130,7 +136,7 @@ class Link(NamedTuple):
             fragment included; None if the href could not be parsed.
         raw: the attribute value as written.
         kind: "a", "area", "frame", "iframe", "canonical", "refresh", "redirect"; with
-            resource extraction also "img", "srcset", "source", "script", "link"
+            resource extraction also "img", "srcset", "media", "script", "link"
             (see :data:`skitter.links.RESOURCE_KINDS`).
         anchor: anchor text, whitespace collapsed, at most 256 characters.
         nofollow: rel contains "nofollow" (or the page's meta robots says nofollow).

@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 #: Bumped whenever the on-disk layout changes incompatibly.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: host spellings normalised (urls.normalize_host), new fingerprints
 
 STATE_FILE = "state.json"
 CHECKPOINT_FILE = "checkpoint.json"

@@ -24,6 +24,7 @@ __all__ = [
     "hostname",
     "is_http",
     "join",
+    "normalize_host",
     "origin",
     "registered_domain",
     "split_fragment",
@@ -386,9 +387,28 @@ def _canon_once(url: str) -> tuple[str, str, bool] | None:
             path = new_path
     at = authority.rfind("@")
     hk = authority if at < 0 else authority[at + 1 :]
+    prefix = href[:p]
+    fixed = _strip_host_dots(hk)
+    if fixed != hk:
+        if not fixed or fixed.startswith(":"):
+            return None  # the host was only dots
+        prefix = href[: start + (at + 1 if at >= 0 else 0)] + fixed
+        hk = fixed
     if query:
-        return f"{href[:p]}{path}?{query}", hk, stripped
-    return href[:p] + path, hk, stripped
+        return f"{prefix}{path}?{query}", hk, stripped
+    return prefix + path, hk, stripped
+
+
+def _strip_host_dots(host_port: str) -> str:
+    """``host[:port]`` with the trailing dots of a domain name removed ("a.test.:81" ->
+    "a.test:81"): a fully qualified name and its relative spelling name one host."""
+    if host_port.startswith("["):
+        return host_port
+    colon = host_port.rfind(":")
+    host, port = (host_port, "") if colon < 0 else (host_port[:colon], host_port[colon:])
+    if not host.endswith("."):
+        return host_port
+    return host.rstrip(".") + port
 
 
 @lru_cache(maxsize=1 << 16)
@@ -470,14 +490,51 @@ def fingerprint(canonical_url: str) -> int:
 
 
 def _host_of(url: str) -> tuple[str, str]:
-    """(scheme, host[:port]) of ``url`` as serialised by the WHATWG URL Standard."""
+    """(scheme, host[:port]) of ``url``: the WHATWG serialisation, trailing dots removed."""
     parsed = _parse(url)
     if parsed is None:
         raise ValueError(f"invalid URL: {url!r}")
-    host: str = parsed.host
-    if not host:
+    host = _strip_host_dots(str(parsed.host))
+    if not host or host.startswith(":"):
         raise ValueError(f"URL has no host: {url!r}")
     return str(parsed.protocol)[:-1], host
+
+
+@lru_cache(maxsize=4096)
+def normalize_host(host: str) -> str:
+    """The one spelling of a host name that every part of Skitter uses.
+
+    UTS #46 processing as the WHATWG URL Standard's host parser does it (via ada-url):
+    percent-decoding, case folding, full-width and other compatibility forms mapped
+    (``ＥＸＡＭＰＬＥ.test`` -> ``example.test``), Unicode labels to punycode
+    (``bücher.test`` -> ``xn--bcher-kva.test``, non-transitional: ``faß`` stays distinct
+    from ``fass``), IPv4 in any WHATWG form normalised to dotted decimal; then the trailing
+    dots of a fully qualified name are removed (``example.test.`` -> ``example.test``).
+    Used for URL hosts (:func:`canonicalize`, :func:`host_key`) and for ``--resolve`` names.
+
+    Args:
+        host: a host name or IP literal without port; IPv6 with or without brackets.
+            Surrounding whitespace is ignored.
+
+    Returns:
+        ASCII, lower-case; IPv6 in brackets (``[::1]``).
+
+    Raises:
+        ValueError: not a valid host (empty, forbidden code points, bad punycode, a port
+            or path given, ...).
+    """
+    h = host.strip()
+    if h and ":" in h and not h.startswith("["):
+        h = f"[{h}]"  # a bare IPv6 address
+    if not h or any(c in h for c in "/?#@\\"):
+        raise ValueError(f"invalid host: {host!r}")
+    parsed = _parse(f"http://{h}/")
+    if parsed is None or parsed.port or not parsed.hostname:
+        raise ValueError(f"invalid host: {host!r}")
+    name = _strip_host_dots(str(parsed.hostname))
+    if not name:
+        raise ValueError(f"invalid host: {host!r}")
+    return name
 
 
 def host_key(url: str) -> str:
@@ -513,7 +570,7 @@ def hostname(url: str) -> str:
     parsed = _parse(url)
     if parsed is None:
         raise ValueError(f"invalid URL: {url!r}")
-    name: str = parsed.hostname
+    name = _strip_host_dots(str(parsed.hostname))
     if not name:
         raise ValueError(f"URL has no host: {url!r}")
     return name

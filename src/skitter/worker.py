@@ -214,6 +214,9 @@ class Worker:
         # the mode's shortcuts (link checking: a verdict reused, a host known dead)
         reused = policy.reused_record(req)
         if reused is not None:
+            targets = policy.fragment_targets(reused.final_url)
+            if c.anchors is not None and targets is not None:
+                c.anchors.write(reused.final_url, targets[0], cut=targets[1])
             self.ctx.write_record(reused, host_key(req.requested_url))
             await c.frontier.ack(lease, not_before=self.ctx.clock())
             return
@@ -308,7 +311,7 @@ class Worker:
             self._archive(req, resp, verdict)
         gap = self.gap_s(crawl_delay)
         status = resp.status
-        detail: str | None = None
+        detail: str | None = resp.note  # e.g. a Content-Encoding that was not applied
         if status == 429 or status >= 500:
             ra = parse_retry_after(resp.header("retry-after"), time.time())
             d = retry_decision(status, None, attempts, p.retries, ra, p.max_retry_after_s)
@@ -480,6 +483,10 @@ class Worker:
         # no await between these writes: the page's rows and record land together
         if c.anchors is not None and page is not None:
             c.anchors.write(req.url, page.ids)
+        elif c.anchors is not None and req.check_only:
+            targets = self.ctx.policy.fragment_targets(req.url)  # an external page's ids
+            if targets is not None:
+                c.anchors.write(req.url, targets[0], cut=targets[1])
         if rows:
             c.links.write_text(format_rows(rows))
             self.ctx.stats.count_decisions(decisions)
@@ -517,6 +524,7 @@ class Worker:
         fields: list[list[Any]] = []
         pending: dict[str, int] = {}
         to_add: list[Request] = []
+        refetch: list[Request] = []
         source = req.url
         page_nofollow = page.nofollow
         dups = self.ctx.dups
@@ -534,6 +542,16 @@ class Worker:
             fragment = ""
             if link.url is not None:
                 target_nofrag, _, fragment = link.url.partition("#")  # split_fragment
+                if (
+                    check_only
+                    and fragment
+                    and canon is not None
+                    and policy.note_fragment(canon, fragment, link.kind)
+                ):
+                    # checked already without its ids: once more, to read them
+                    refetch.append(
+                        Request(url=canon, depth=child_depth, referer=source, check_only=True)
+                    )
             else:
                 target_nofrag = link.raw
             if decision is queued and link_filter is not None:
@@ -570,6 +588,8 @@ class Worker:
             for canon, idx in pending.items():
                 if canon not in added:
                     fields[idx][6] = seen_v
+        if refetch:
+            await self.ctx.add(refetch, force=True)
         if self.ctx.quality.order == "inlinks":
             await self._note_inlinks(source, fields)
         return fields, Counter([f[6] for f in fields])

@@ -56,6 +56,7 @@ class RawRequest:
         headers: (name, value) pairs in wire order, latin-1 decoded.
         host: the Host header, lower-case, port removed ("" if absent).
         body: request body (Content-Length only).
+        conn: number of the TCP connection it came on (1, 2, ... in accept order).
     """
 
     time: float
@@ -64,6 +65,7 @@ class RawRequest:
     headers: tuple[tuple[str, str], ...]
     host: str
     body: bytes = b""
+    conn: int = 0
 
     @property
     def path(self) -> str:
@@ -210,6 +212,7 @@ class RawServer:
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
+        self._conns = 0
 
     def route(
         self,
@@ -286,7 +289,7 @@ class RawServer:
                 return self._routes[key]
         return None
 
-    async def _read_request(self, reader: asyncio.StreamReader) -> RawRequest | None:
+    async def _read_request(self, reader: asyncio.StreamReader, conn: int = 0) -> RawRequest | None:
         try:
             raw = await reader.readuntil(b"\r\n\r\n")
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
@@ -317,6 +320,7 @@ class RawServer:
             headers=tuple(headers),
             host=host.lower(),
             body=body,
+            conn=conn,
         )
 
     async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -324,9 +328,11 @@ class RawServer:
         assert task is not None
         self._tasks.add(task)
         self._writers.add(writer)
+        self._conns += 1
+        conn_no = self._conns
         try:
             while True:
-                req = await self._read_request(reader)
+                req = await self._read_request(reader, conn_no)
                 if req is None:
                     break
                 self.log.append(req)

@@ -174,9 +174,9 @@ async def test_check_links_report_exact(site: Site, tmp_path: Path) -> None:
     assert code == 1, err
     assert json.loads(out) == {
         "summary": {
-            "checked": 19,
+            "checked": 20,
             "ok": 9,
-            "broken": 7,
+            "broken": 8,
             "unverified": 1,
             "redirected": 2,
             "excluded": 6,
@@ -186,6 +186,8 @@ async def test_check_links_report_exact(site: Site, tmp_path: Path) -> None:
             {"url": u["dead_y"], "status": None, "error": "dns", "sources": [src(root, "Dead y")]},
             {"url": u["ext_gone"], "status": 404, "error": None,
              "sources": [src(root, "Ext gone")]},
+            {"url": u["ext_ok"] + "#frag", "status": 200, "error": "missing_fragment",
+             "sources": [src(root, "Ext ok frag")]},
             {"url": a + "#nosuch", "status": 200, "error": "missing_fragment",
              "sources": [src(root, "Bad anchor")]},
             {"url": w + "/img/missing.png", "status": 404, "error": None,
@@ -206,8 +208,9 @@ async def test_check_links_report_exact(site: Site, tmp_path: Path) -> None:
              "sources": [src(root, "Old")]},
         ],
     }  # fmt: skip
-    # external links: HEAD only when it answers < 400; never parsed, never recursed into
-    assert requests_of(site, EXT, "/ok") == ["HEAD"]
+    # external links: HEAD only when it answers 2xx; never parsed for links, never recursed
+    # into; a page linked with a #fragment is read once with GET for its ids (issue 10)
+    assert requests_of(site, EXT, "/ok") == ["GET"]
     assert requests_of(site, EXT, "/should-not-fetch") == []
     assert requests_of(site, EXT, "/secret") == ["HEAD", "GET"]  # HEAD >= 400: confirmed
     assert requests_of(site, "nohead.example.test", "/doc") == ["HEAD", "GET"]

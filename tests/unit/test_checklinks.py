@@ -603,7 +603,7 @@ def test_extract_resources_and_ids() -> None:
         ("srcset", "http://h.test/i-1x.png", "The logo"),
         ("srcset", "http://h.test/i-2x.png", "The logo"),
         ("srcset", "http://h.test/p.webp", ""),
-        ("source", "http://h.test/v.mp4", ""),
+        ("media", "http://h.test/v.mp4", ""),
         ("iframe", "http://h.test/frame.html", ""),
     ]
     assert page.ids == {"top-of-page", "sec", "legacy", "both", "both-name"}
@@ -671,3 +671,33 @@ async def test_resolver_caches_failed_lookups() -> None:
         with pytest.raises(ConnectError):
             await off.lookup("dead.test", 80)
     assert off.lookups == 2
+
+
+def test_fragment_past_the_cut_is_unverified_and_text_fragments_never_broken() -> None:
+    ext = "http://ext.test/p"
+    records = [rec(S, depth=0), rec(ext)]
+    rows = [
+        row(ext, fragment="early", anchor="e"),
+        row(ext, fragment="deep", anchor="d", decision="seen"),
+        row(ext, fragment=":~:text=anything", anchor="t", decision="seen"),
+        row(ext, fragment="early:~:text=x", anchor="t2", decision="seen"),
+    ]
+    anchors = {ext: frozenset({"early"})}
+    report = build_report(records, rows, anchors, cut_pages=[ext])
+    assert [(e.url, e.outcome.error) for e in report.unverified] == [
+        (ext + "#deep", "fragment_unverified")
+    ]
+    assert report.broken == ()
+    whole = build_report(records, rows, anchors)  # the page was read whole: broken
+    assert [(e.url, e.outcome.error) for e in whole.broken] == [(ext + "#deep", "missing_fragment")]
+
+
+def test_start_url_refused_by_robots_is_excluded_and_no_seed_answered() -> None:
+    seed = S + "private/start"
+    report = build_report([], [], {}, robots_disallowed=[seed], seeds=[seed])
+    assert report.summary["excluded"] == 1 and report.summary["checked"] == 0
+    assert report.excluded_reasons == {"robots.txt": 1}
+    assert report.no_seed_answered and report.seeds_unanswered == (seed,)
+    other = build_report([rec(S, depth=0)], [], {}, robots_disallowed=[seed], seeds=[seed, S])
+    assert not other.no_seed_answered and other.seeds_unanswered == (seed,)
+    assert other.summary["ok"] == 1 and other.summary["excluded"] == 1

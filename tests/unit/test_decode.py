@@ -16,7 +16,9 @@ from skitter.fetch.decode import (
     ACCEPT_ENCODING,
     SUPPORTED_CODINGS,
     ContentDecoder,
+    codings_to_undo,
     decode_body,
+    is_text_type,
     parse_content_encoding,
 )
 
@@ -142,21 +144,114 @@ def test_truncated_stream_keeps_what_decoded() -> None:
     assert decode_body(["gzip"], b"", max_bytes=10) == b""
 
 
+def _corrupt_middle(name: str) -> bytes:
+    """DATA encoded in ``name`` with bytes in the middle of the stream overwritten."""
+    if name == "zstd":  # with its checksum, so that any damage is found
+        opts = {zstd.CompressionParameter.checksum_flag: 1}
+        enc = bytearray(
+            zstd.ZstdCompressor(options=opts).compress(DATA, zstd.ZstdCompressor.FLUSH_FRAME)
+        )
+    else:
+        enc = bytearray(ENCODERS[name](DATA))
+    mid = len(enc) // 2
+    enc[mid : mid + 16] = b"\xff" * 16
+    return bytes(enc)
+
+
+@pytest.mark.parametrize("name", sorted(set(ENCODERS) - {"deflate-raw"}))  # no checksum
+def test_corrupt_data_in_the_middle_is_a_protocol_error(name: str) -> None:
+    with pytest.raises(ProtocolError, match="content decoding failed") as info:
+        decode_body([_coding(name)], _corrupt_middle(name), max_bytes=MiB)
+    assert info.value.kind == "protocol"
+    dec = ContentDecoder([_coding(name)], max_bytes=MiB)
+    with pytest.raises(ProtocolError):  # also when fed in small pieces
+        _feed_all(dec, _corrupt_middle(name), 100)
+
+
+PLAIN = [
+    b"<!doctype html><html><body><a href='/x'>x</a></body></html>",
+    b"hello world, this is plain text",
+    b'{"a": [1, 2, 3]}',
+    b"\x89PNG\r\n\x1a\n" + bytes(range(256)),
+]
+
+
+@pytest.mark.parametrize("coding", ["gzip", "x-gzip", "deflate", "br", "zstd"])
+@pytest.mark.parametrize("body", PLAIN)
+@pytest.mark.parametrize("chunk", [3, 10**6])
+def test_body_not_encoded_at_all_is_used_as_sent(coding: str, body: bytes, chunk: int) -> None:
+    dec = ContentDecoder([coding], max_bytes=MiB)
+    assert _feed_all(dec, body, chunk) == body
+    assert dec.notes == [
+        f"Content-Encoding {coding} not applied: the body is not {coding} data; used as sent"
+    ]
+
+
 @pytest.mark.parametrize(
     ("coding", "garbage"),
     [
-        ("gzip", b"\x1f\x8b\x08\x00" + b"\xff" * 40),
-        ("gzip", b"this is not gzip at all"),
-        ("deflate", b"\x78\x9c" + b"\xff" * 40),
-        ("br", b"\xff\xff\xff\xff not brotli"),
+        ("gzip", b"\x1f\x8b\x08\x00" + b"\xff" * 40),  # the magic number says gzip
+        ("deflate", b"\x78\x9c" + b"\xff" * 40),  # a valid zlib header
         ("zstd", b"\x28\xb5\x2f\xfd" + b"\xff" * 40),
-        ("zstd", b"not zstd"),
+        ("br", brotli.compress(b"ok") + b"junk"),  # a complete stream, then junk
     ],
 )
-def test_corrupt_data_is_a_protocol_error(coding: str, garbage: bytes) -> None:
+def test_damage_after_a_good_start_is_a_protocol_error(coding: str, garbage: bytes) -> None:
     with pytest.raises(ProtocolError, match="content decoding failed") as info:
         decode_body([coding], garbage, max_bytes=MiB)
     assert info.value.kind == "protocol"
+
+
+def test_lying_inner_coding_is_skipped_layer_by_layer() -> None:
+    # labelled "gzip, br" (gzip applied first), but only gzip was applied
+    dec = ContentDecoder(["gzip", "br"], max_bytes=MiB)
+    assert _feed_all(dec, gzip.compress(DATA), 999) == DATA
+    assert dec.notes == ["Content-Encoding br not applied: the body is not br data; used as sent"]
+
+
+@pytest.mark.parametrize("extra", [1, 2, 4])
+@pytest.mark.parametrize("inner", ["gzip", "zstd", "deflate"])
+def test_text_encoded_more_times_than_labelled_is_decoded(extra: int, inner: str) -> None:
+    body = DATA
+    for _ in range(extra):
+        body = ENCODERS[inner](body)
+    body = gzip.compress(body)
+    dec = ContentDecoder(["gzip"], max_bytes=MiB, sniff=True)
+    assert _feed_all(dec, body, 1000) == DATA
+    assert len(dec.notes) == extra
+    # without sniffing (not a text type) only the labelled layer is undone
+    once = ContentDecoder(["gzip"], max_bytes=MiB)
+    assert _feed_all(once, body, 1000) == gzip.decompress(body)
+
+
+def test_extra_layers_stay_within_the_bomb_cap() -> None:
+    inner = gzip.compress(bytes(8 * MiB))
+    dec = ContentDecoder(["gzip"], max_bytes=MiB, sniff=True)
+    with pytest.raises(BodyTooLarge):
+        _feed_all(dec, gzip.compress(inner), 64 * 1024)
+    assert dec.decoded_bytes <= MiB + 64 * 1024
+
+
+def test_extra_layers_are_bounded() -> None:
+    body = b"x"
+    for _ in range(10):
+        body = gzip.compress(body)
+    dec = ContentDecoder(["gzip"], max_bytes=MiB, sniff=True)
+    out = _feed_all(dec, body, 10**6)
+    assert out[:3] == b"\x1f\x8b\x08" and len(dec.notes) == 4  # MAX_EXTRA_LAYERS
+
+
+def test_gzip_file_stays_as_sent() -> None:
+    assert codings_to_undo(["gzip"], "application/gzip") == []
+    assert codings_to_undo(["gzip"], "application/x-gzip") == []
+    assert codings_to_undo(["x-gzip"], "application/x-gzip") == []
+    assert codings_to_undo(["zstd"], "application/zstd") == []
+    assert codings_to_undo(["gzip"], "text/html") == ["gzip"]
+    assert codings_to_undo(["br"], "application/gzip") == ["br"]
+    assert codings_to_undo(["gzip", "br"], "application/gzip") == ["gzip", "br"]
+    assert codings_to_undo(["br", "gzip"], "application/gzip") == ["br"]
+    assert not is_text_type("application/gzip") and is_text_type("text/html")
+    assert is_text_type(None) and is_text_type("application/rss+xml")
 
 
 @pytest.mark.parametrize("name", sorted(ENCODERS))

@@ -20,6 +20,7 @@ from skitter.urls import (
     hostname,
     is_http,
     join,
+    normalize_host,
     origin,
     registered_domain,
     split_fragment,
@@ -540,3 +541,44 @@ def test_join_cache_keeps_base_validity() -> None:
     assert join("http://a.test/x/y", "/p?q=é", "latin-1") == "http://a.test/p?q=%E9"
     assert join("https://a.test/", "/p") == "https://a.test/p"
     assert join("http://b.test/", "/p") == "http://b.test/p"  # not a.test's cached result
+
+
+@pytest.mark.parametrize(
+    ("spelling", "host"),
+    [
+        ("WWW.Example.TEST", "www.example.test"),
+        ("www.example.test.", "www.example.test"),
+        ("www.example.test..", "www.example.test"),
+        ("ｗｗｗ．ｅｘａｍｐｌｅ．ｔｅｓｔ", "www.example.test"),
+        ("BÜCHER.example.test", "xn--bcher-kva.example.test"),
+        ("xn--bcher-kva.example.test.", "xn--bcher-kva.example.test"),
+        ("faß.test", "xn--fa-hia.test"),
+        ("0x7f.1", "127.0.0.1"),
+        ("::1", "[::1]"),
+        ("[::1]", "[::1]"),
+    ],
+)
+def test_normalize_host_spellings(spelling: str, host: str) -> None:
+    assert normalize_host(spelling) == host
+
+
+@pytest.mark.parametrize("bad", ["", ".", "a b", "a.test:80", "a/b", "u@a.test"])
+def test_normalize_host_refuses(bad: str) -> None:
+    with pytest.raises(ValueError, match="invalid host"):
+        normalize_host(bad)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://WWW.Example.TEST./a",
+        "http://www.example.test../a",
+        "http://ｗｗｗ．ｅｘａｍｐｌｅ．ｔｅｓｔ/a",
+        "http://www.example.test.:80/a",
+    ],
+)
+def test_one_host_many_spellings_one_canonical_url(url: str) -> None:
+    assert canonicalize_with_host(url) == ("http://www.example.test/a", "www.example.test")
+    assert host_key(url) == "www.example.test"
+    assert origin(url) == "http://www.example.test"
+    assert hostname(url) == "www.example.test"

@@ -9,9 +9,13 @@ the crawler's lease policy in this mode):
 * internal pages (in scope) are crawled as usual: GET, parsed, their links followed;
 * every other http(s) link -- another host, ``rel=nofollow``, past ``--max-depth``, in scope
   but not matching ``--include``, and with ``check_resources`` every page resource -- is
-  queued as a ``check_only`` request: HEAD first, then GET when HEAD answers >= 400 or fails
-  other than at the DNS/connection level (GET bodies read to :data:`CHECK_BODY_BYTES` at
-  most, never parsed, never stored); redirects are followed as ``check_only`` too;
+  queued as a ``check_only`` request: HEAD first, then a GET of the same URL when HEAD
+  answers other than 2xx or fails other than at the DNS/connection level (GET bodies read
+  to :data:`CHECK_BODY_BYTES` at most, never parsed, never stored); redirects are followed
+  as ``check_only`` too;
+* a ``check_only`` page linked with a ``#fragment`` (not a text directive) is read once
+  with GET up to ``--max-body`` and its ids kept (anchors.jsonl, ``"cut"`` when the body was
+  cut there), so that the fragment is checked as on an internal page;
 * ``--exclude`` / ``--ignore`` matches and unsupported schemes are never fetched;
 * a host that fails at the DNS, connection or TLS level fails all its links with that error
   (robots.txt is fetched first, once per host, and its failure is reused; without robots.txt
@@ -34,6 +38,7 @@ broken      404, 410, other 4xx but those below, 5xx after retries; DNS failure,
             such ``id`` / ``<a name>`` (error ``missing_fragment``); an unparseable http(s)
             URL (error ``invalid_url``)
 unverified  401, 403, 407, 429 (after retries), 451, 999, 1xx, other statuses >= 600;
+            a fragment not found in the part of a page read (error ``fragment_unverified``);
             robots.txt unreachable -- could not be checked, not proof the target is gone
 redirected  ok, reached through a permanent redirect (301, 308) first: a warning naming the
             new target (the URL after the leading run of permanent hops)

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from skitter.export.base import LineJournal
 from skitter.export.pages import read_records
 
-__all__ = ["ANCHORS_FILE", "AnchorsWriter", "read_anchors"]
+__all__ = ["ANCHORS_FILE", "AnchorsWriter", "read_anchors", "read_cut_pages"]
 
 #: Fragment targets of every HTML page: one JSON line ``{"url": ..., "ids": [...]}`` each.
 ANCHORS_FILE = "anchors.jsonl"
@@ -26,9 +26,13 @@ class AnchorsWriter(LineJournal):
         OSError: the file cannot be opened or repaired.
     """
 
-    def write(self, url: str, ids: Iterable[str]) -> int:
-        """Append the line of one page; returns the bytes written."""
-        line = json.dumps({"url": url, "ids": sorted(ids)}, ensure_ascii=False)
+    def write(self, url: str, ids: Iterable[str], *, cut: bool = False) -> int:
+        """Append the line of one page (``cut``: only the first ``--max-body`` bytes were
+        read, ``"cut": true`` in the line); returns the bytes written."""
+        obj: dict[str, object] = {"url": url, "ids": sorted(ids)}
+        if cut:
+            obj["cut"] = True
+        line = json.dumps(obj, ensure_ascii=False)
         return self._file.write(line.encode("utf-8", "surrogatepass") + b"\n")
 
 
@@ -48,4 +52,19 @@ def read_anchors(
         url = r.get("url")
         if isinstance(url, str) and (wanted is None or url in wanted):
             out[url] = frozenset(str(i) for i in r.get("ids") or ())
+    return out
+
+
+def read_cut_pages(path: str | os.PathLike[str]) -> set[str]:
+    """Page URLs whose last anchors.jsonl line says ``"cut": true`` (ids of a first part)."""
+    out: set[str] = set()
+    if not os.path.exists(path):
+        return out
+    for r in read_records(path):
+        url = r.get("url")
+        if isinstance(url, str):
+            if r.get("cut"):
+                out.add(url)
+            else:
+                out.discard(url)
     return out

@@ -17,13 +17,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from skitter.checklinks.anchors import ANCHORS_FILE
+from skitter.checklinks.anchors import ANCHORS_FILE, read_anchors, read_cut_pages
 from skitter.checklinks.verdicts import status_from_detail
 from skitter.errors import BodyTooLarge, FetchError
 from skitter.export.pages import PageRecord, read_records
 from skitter.fetch.base import Fetcher
 from skitter.lease_policy import LeasePolicy, Pause
-from skitter.links import RESOURCE_KINDS
+from skitter.links import RESOURCE_KINDS, extract
 from skitter.models import Hop, Request, Response
 from skitter.rules import ScopeRule
 from skitter.settings import CrawlSettings
@@ -62,6 +62,8 @@ CHECK_FILES = (
 HOST_ERROR_KINDS = frozenset({"dns", "connect", "tls", "blocked_address"})
 #: Outcomes worth reusing from a previous check (transient failures are checked again).
 _CACHEABLE_STATUSES = frozenset({404, 410})
+#: Media types whose ids a fragment can name (the HTML Standard's "indicated part").
+_HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", None})
 
 
 def host_failure(kind: str, detail: str) -> bool:
@@ -114,6 +116,12 @@ class CheckPolicy(LeasePolicy):
         self._cache: dict[str, dict[str, Any]] = {}
         self.no_head_hosts: set[str] = set()
         self.get_only: set[str] = set()
+        #: check_only URLs linked with a #fragment: fetched with GET and their ids read
+        self._want_ids: set[str] = set()
+        #: page URL -> (ids, cut) read by fetch() or carried in the cache, until written
+        self._ids: dict[str, tuple[frozenset[str], bool]] = {}
+        #: check_only URLs fetched (or reused from the cache) without reading their ids
+        self._read_plain: set[str] = set()
 
     def add_seed(self, canonical_url: str) -> None:
         """Extend the internal hosts with a seed's (as :meth:`ScopeRule.add_seed`)."""
@@ -149,6 +157,25 @@ class CheckPolicy(LeasePolicy):
         if decision in ("nofollow", "depth"):
             return True
         return None
+
+    def note_fragment(self, canonical_url: str, fragment: str, kind: str) -> bool:
+        """A checked (external) link points at ``#fragment`` of ``canonical_url``: the page
+        is fetched with GET (never HEAD) and its ids read, once per URL. Text fragments
+        (``#:~:text=``) and the top of the page (``#top``) need no ids; nor do resources
+        (``kind`` in RESOURCE_KINDS: an SVG sprite's ``#icon`` is not an HTML id)."""
+        if not self.settings.check_fragments or kind in RESOURCE_KINDS:
+            return False
+        frag = fragment.split(":~:", 1)[0]
+        if not frag or frag.lower() == "top" or canonical_url in self._want_ids:
+            return False
+        self._want_ids.add(canonical_url)
+        # already checked without its ids (HEAD, or a cached verdict): read it once more
+        return canonical_url in self._read_plain
+
+    def fragment_targets(self, url: str) -> tuple[frozenset[str], bool] | None:
+        """``(ids, cut)`` of the external page at ``url`` read by :meth:`fetch` (or carried
+        in the cache), handed over once for anchors.jsonl; None if not read."""
+        return self._ids.pop(url, None)
 
     def fail_host(self, host: str, kind: str, detail: str) -> None:
         """Remember that ``host`` failed with a host-level error (``robots_retry_s``)."""
@@ -200,6 +227,13 @@ class CheckPolicy(LeasePolicy):
         cached = self.cached(request.url) if request.check_only else None
         if cached is None:
             return None
+        if request.requested_url not in self._want_ids:
+            self._read_plain.add(request.requested_url)
+        else:
+            ids = cached.get("ids")
+            if not isinstance(ids, list):
+                return None  # checked by HEAD last time: its ids are needed now
+            self._ids[cached["final_url"]] = (frozenset(map(str, ids)), bool(cached.get("ids_cut")))
         hops = [*request.redirects]
         hops += [Hop(h["url"], int(h["status"])) for h in cached.get("redirects") or ()]
         return PageRecord(
@@ -231,18 +265,22 @@ class CheckPolicy(LeasePolicy):
         """Fetch a ``check_only`` request: HEAD, then GET if HEAD is refused (C20); any other
         request as a crawl does.
 
-        HEAD is trusted below 400. A HEAD status >= 400, or a HEAD failure other than at
-        the DNS/connection level, is confirmed with a GET (after the host's delay,
-        ``pause``) whose body is read to :data:`CHECK_BODY_BYTES` at most; a larger body
-        counts by its status (``BodyTooLarge`` "(HTTP status N)"), never as an error. A HEAD
-        429 (or 5xx with Retry-After) is returned as is, so the retry, after the wait, is
-        the GET. Hosts that refuse HEAD (405/501 while GET works) get GET only from then on.
+        HEAD is trusted when 2xx. A HEAD 3xx or status >= 400, or a HEAD failure other than
+        at the DNS/connection level, is confirmed with a GET of the same URL (never of
+        HEAD's redirect target; after the host's delay, ``pause``) whose body is read to
+        :data:`CHECK_BODY_BYTES` at most; a larger body counts by its status
+        (``BodyTooLarge`` "(HTTP status N)"), never as an error. A HEAD 429 (or 5xx with
+        Retry-After) is returned as is, so the retry, after the wait, is the GET. Hosts that
+        refuse HEAD (405/501 while GET works) get GET only from then on.
 
         Raises:
             FetchError: as :meth:`skitter.fetch.base.Fetcher.fetch`.
         """
         if not request.check_only:
             return await fetcher.fetch(request)
+        if request.requested_url in self._want_ids:
+            return await self._fetch_ids(fetcher, request)
+        self._read_plain.add(request.requested_url)
         head_status: int | None = None
         if request.url not in self.get_only and host not in self.no_head_hosts:
             head: Response | None = None
@@ -253,8 +291,10 @@ class CheckPolicy(LeasePolicy):
                     raise
                 self.get_only.add(request.url)  # HEAD is unreliable here: GET from now on
             if head is not None:
-                if head.status < 400:
+                if head.status < 300:
                     return head
+                # HEAD is not GET: a HEAD redirect may lead elsewhere than the GET's (an
+                # error page); the GET of this URL decides, never one of HEAD's target
                 head_status = head.status
                 self.get_only.add(request.url)
                 if head.status == 429 or (
@@ -271,6 +311,17 @@ class CheckPolicy(LeasePolicy):
             resp = Response(url=request.url, status=status)
         if head_status in (405, 501) and resp.status < 400:
             self.no_head_hosts.add(host)
+        return resp
+
+    async def _fetch_ids(self, fetcher: Fetcher, request: Request) -> Response:
+        """GET a page linked with a #fragment, up to ``--max-body`` bytes (cut there, not
+        refused), and keep its ids (HTML only) for :meth:`fragment_targets`."""
+        resp = await fetcher.fetch(
+            request, max_body_bytes=self.settings.fetch.max_body_bytes, truncate=True
+        )
+        if 200 <= resp.status < 300 and resp.content_type in _HTML_TYPES:
+            page = extract(resp.body, request.url, resp.header("content-type"), ids=True)
+            self._ids[request.url] = (page.ids, resp.truncated)
         return resp
 
 
@@ -292,7 +343,8 @@ def collect_cache(
     newest record that is (a) of an external URL for ``policy`` (not an internal host),
     (b) at most ``max_age_s`` seconds old (``fetched_at``), and (c) a stable outcome: a final
     2xx (after redirects, if any) or 404/410. Everything else (timeouts, DNS and connection
-    failures, 403, 429, 5xx...) is checked again. Returns the records (pages.jsonl dicts).
+    failures, 403, 429, 5xx...) is checked again. Returns the records (pages.jsonl dicts),
+    with ``"ids"`` (and ``"ids_cut"``) added for pages whose fragment targets were read.
     """
     if max_age_s <= 0:
         return []
@@ -314,4 +366,13 @@ def collect_cache(
                 continue
             if url not in best or best[url][0] < when:
                 best[url] = (when, r)
-    return [r for _, r in sorted(best.values(), key=lambda x: x[1]["url"])]
+    # the ids of the pages read for fragments travel with their verdicts
+    anchors = read_anchors(out_dir / ANCHORS_FILE)
+    cut = read_cut_pages(out_dir / ANCHORS_FILE)
+    out = []
+    for _, r in sorted(best.values(), key=lambda x: x[1]["url"]):
+        final = r.get("final_url")
+        if isinstance(final, str) and final in anchors:
+            r = {**r, "ids": sorted(anchors[final]), "ids_cut": final in cut}
+        out.append(r)
+    return out

@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from skitter.checklinks.anchors import ANCHORS_FILE, read_anchors
+from skitter.checklinks.anchors import ANCHORS_FILE, read_anchors, read_cut_pages
 from skitter.export.links import LinkRow, read_rows
 from skitter.export.pages import read_records
 from skitter.redirects import NO_LOCATION, REDIRECT_STATUSES
+from skitter.urls import canonicalize
 
 __all__ = [
     "PERMANENT_REDIRECTS",
@@ -209,6 +210,10 @@ class Report:
     unverified: tuple[Entry, ...] = ()
     redirected: tuple[Entry, ...] = ()
     excluded_reasons: dict[str, int] = field(default_factory=dict)
+    #: start URLs that got no HTTP response of their own (robots.txt refused them, DNS...)
+    seeds_unanswered: tuple[str, ...] = ()
+    #: True when start URLs were given and none of them got an HTTP response (exit 4)
+    no_seed_answered: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The stable JSON document (see :func:`format_report`)."""
@@ -309,6 +314,8 @@ def build_report(
     *,
     accept: Iterable[int] = (),
     robots_disallowed: Iterable[str] = (),
+    cut_pages: Iterable[str] = (),
+    seeds: Iterable[str] = (),
 ) -> Report:
     """Group the links by target and give each target its verdict.
 
@@ -321,6 +328,10 @@ def build_report(
         accept: statuses that count as ok.
         robots_disallowed: URLs known to be refused by robots.txt (report.json), to name
             the reason of targets without a record.
+        cut_pages: pages whose ids come from their first ``--max-body`` bytes only: a
+            fragment not found there is ``unverified`` (error ``fragment_unverified``).
+        seeds: the canonical start URLs: each is a target even without a record (a start
+            URL refused by robots.txt is ``excluded``, reason "robots.txt").
 
     Returns:
         The :class:`Report`. Targets: every link target (canonical URL without fragment; the
@@ -338,12 +349,19 @@ def build_report(
         (redirect_rows if row.kind == "redirect" else link_rows).append(row)
     chains = _Chains(recs, redirect_rows)
     disallowed = set(robots_disallowed)
+    cut = set(cut_pages)
     by_target: dict[str, list[LinkRow]] = defaultdict(list)
     for row in link_rows:
         by_target[row.target].append(row)
     for r in recs:
         if r.get("depth") == 0:
             by_target.setdefault(r["url"], [])
+    seed_list = list(dict.fromkeys(seeds))
+    for seed in seed_list:
+        by_target.setdefault(seed, [])
+    answered = {
+        r["url"] for r in recs if isinstance(r.get("status"), int) and isinstance(r.get("url"), str)
+    }
 
     entries: dict[str, tuple[Outcome, Counter[tuple[str, str]]]] = {}
 
@@ -357,7 +375,7 @@ def build_report(
         decisions = {r.decision for r in trows}
         if chains.known(target):
             outcome = chains.resolve(target, acc)
-        elif decisions & {"queued", "seen"}:
+        elif decisions & {"queued", "seen"} or (not decisions and target in disallowed):
             reason = "robots.txt" if target in disallowed else "not checked"
             outcome = Outcome("excluded", detail=reason)
         elif "scheme" in decisions:
@@ -372,6 +390,17 @@ def build_report(
             add(target, outcome, None)
         for row in trows:
             if ids is not None and row.fragment and not fragment_ok(row.fragment, ids):
+                if outcome.final_url in cut:
+                    unsure = Outcome(
+                        "unverified",
+                        outcome.final_status,
+                        "fragment_unverified",
+                        f"no id or name {row.fragment!r} in the first part of "
+                        f"{outcome.final_url} read (--max-body)",
+                        final_url=outcome.final_url,
+                    )
+                    add(f"{target}#{row.fragment}", unsure, row)
+                    continue
                 missing = Outcome(
                     "broken",
                     outcome.final_status,
@@ -399,6 +428,8 @@ def build_report(
         unverified=tuple(lists["unverified"]),
         redirected=tuple(lists["redirected"]),
         excluded_reasons=dict(sorted(reasons.items())),
+        seeds_unanswered=tuple(u for u in seed_list if u not in answered),
+        no_seed_answered=bool(seed_list) and not any(u in answered for u in seed_list),
     )
 
 
@@ -410,16 +441,18 @@ def load_report(
 ) -> Report:
     """:func:`build_report` over the files of a finished check in ``out_dir``.
 
-    Reads pages.jsonl, links.tsv, anchors.jsonl (when ``check_fragments``) and report.json
-    (robots.txt refusals). Raises OSError if pages.jsonl or
+    Reads pages.jsonl, links.tsv, anchors.jsonl (when ``check_fragments``), report.json
+    (robots.txt refusals) and state.json (the start URLs). Raises OSError if pages.jsonl or
     links.tsv cannot be read.
     """
     d = Path(out_dir)
     records = list(read_records(d / "pages.jsonl"))
     rows = list(read_rows(d / "links.tsv"))
     anchors: dict[str, frozenset[str]] | None = None
+    cut: set[str] = set()
     if check_fragments:
         anchors = read_anchors(d / ANCHORS_FILE)
+        cut = read_cut_pages(d / ANCHORS_FILE)
     disallowed: list[str] = []
     rp = d / "report.json"
     if rp.exists():
@@ -429,4 +462,21 @@ def load_report(
             robots = {}
         for info in robots.values():
             disallowed.extend(info.get("disallowed_urls") or ())
-    return build_report(records, rows, anchors, accept=accept, robots_disallowed=disallowed)
+    seeds: list[str] = []
+    sp = d / "state.json"
+    if sp.exists():
+        try:
+            stored = json.loads(sp.read_text(encoding="utf-8")).get("settings") or {}
+        except ValueError:
+            stored = {}
+        raw_seeds = stored.get("seeds") or ()
+        seeds = [u for u in (canonicalize(str(x)) for x in raw_seeds) if u is not None]
+    return build_report(
+        records,
+        rows,
+        anchors,
+        accept=accept,
+        robots_disallowed=disallowed,
+        cut_pages=cut,
+        seeds=seeds,
+    )

@@ -153,7 +153,8 @@ async def _check(
 
 
 def run(args: argparse.Namespace) -> int:
-    """``skitter check-links``: exit 0 nothing broken, 1 broken links, 2 error, 130 stopped."""
+    """``skitter check-links``: exit 0 nothing broken, 1 broken links, 2 error, 4 no start
+    URL got any HTTP response, 130 stopped."""
     import shutil
     import tempfile
 
@@ -223,6 +224,10 @@ def run(args: argparse.Namespace) -> int:
                 + (f"; report: {target}" if target else ""),
                 file=sys.stderr,
             )
+        for seed in report.seeds_unanswered:
+            print(f"skitter: start URL got no HTTP response: {seed}", file=sys.stderr)
+        if report.no_seed_answered:
+            return 4  # no start URL got any HTTP response (all refused by robots.txt...)
         return 1 if report.summary["broken"] else 0
     except SkitterError as exc:
         print(f"skitter: error: {exc}", file=sys.stderr)

@@ -208,11 +208,14 @@ def build_request_block(
 def build_response_head(response: Response) -> bytes:
     """The HTTP status line and headers as stored in a ``response`` record (WARC 1.1 §6.3).
 
-    Shape: ``HTTP/{version} {status} {reason}\\r\\n`` + ``Name: value\\r\\n`` per header in wire
+    Shape: ``response.raw_head`` (the bytes as received) when the fetcher kept it, else
+    ``HTTP/{version} {status} {reason}\\r\\n`` + ``Name: value\\r\\n`` per header in wire
     order + ``\\r\\n``; the entity body (``raw_body``) follows it in the record block.
     ``Transfer-Encoding`` is renamed :data:`ORIG_TRANSFER_ENCODING` because the stored body is
     not chunked; CR/LF inside header text become spaces.
     """
+    if response.raw_head:
+        return _raw_head(response.raw_head)
     lines = [f"HTTP/{response.http_version} {response.status} {_clean(response.reason)}"]
     for name, value in response.headers:
         if not name:
@@ -221,6 +224,20 @@ def build_response_head(response: Response) -> bytes:
             name = ORIG_TRANSFER_ENCODING
         lines.append(f"{_clean(name)}: {_clean(value)}")
     return _encode_http("\r\n".join(lines) + "\r\n\r\n")
+
+
+def _raw_head(raw: bytes) -> bytes:
+    """The header section as received, byte for byte (a space before a colon, folded
+    lines, Latin-1 and control bytes, bare LF line ends), but ``Transfer-Encoding``
+    renamed (the stored body is de-chunked)."""
+    if b"ransfer-" not in raw.lower():
+        return raw
+    lines = raw.split(b"\n")
+    for i, line in enumerate(lines):
+        name, colon, value = line.partition(b":")
+        if colon and name.strip(b" \t").lower() == b"transfer-encoding":
+            lines[i] = ORIG_TRANSFER_ENCODING.encode() + b":" + value
+    return b"\n".join(lines)
 
 
 def _body_is_compressed(response: Response) -> bool:

@@ -15,6 +15,13 @@ Bodies are read chunk by chunk and decoded as they arrive by
 raw (encoded) size is capped at the same number. Going over aborts the connection (it is
 closed, not drained) and raises :class:`~skitter.errors.BodyTooLarge`.
 
+Labels that lie are tolerated as browsers do (:mod:`skitter.fetch.decode`): a body not in
+its labelled coding is used as sent (``Response.note`` says so), a text body encoded twice is
+decoded twice, a compressed file (``application/gzip``) stays as sent. A 3xx with a Location
+is returned whatever its body holds (damaged, cut short, too large: ``Response.note``); its
+connection is then closed. HEAD requests say ``Connection: close``: a connection that answered
+HEAD is never reused (a body sent after a HEAD answer would corrupt the next response on it).
+
 aiohttp removes the chunked transfer coding: ``Response.raw_body`` is the *content-encoded*
 body without chunk framing, while ``Response.headers`` still says
 ``Transfer-Encoding: chunked``.
@@ -24,13 +31,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-import ssl
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
 import aiohttp
 from aiohttp.client_proto import ResponseHandler
@@ -41,12 +45,20 @@ from yarl import URL
 
 from skitter.errors import (
     BodyTooLarge,
-    ConnectError,
-    FetchError,
     FetchTimeout,
     ProtocolError,
 )
-from skitter.fetch.decode import ACCEPT_ENCODING, ContentDecoder, parse_content_encoding
+from skitter.fetch import lenient
+from skitter.fetch.decode import (
+    ACCEPT_ENCODING,
+    ContentDecoder,
+    codings_to_undo,
+    is_text_type,
+    parse_content_encoding,
+)
+from skitter.fetch.errormap import Progress as _Progress
+from skitter.fetch.errormap import map_error, short
+from skitter.fetch.lenient import LenientResponseHandler
 from skitter.fetch.resolver import SkitterResolver, is_ip_literal
 from skitter.models import Request, Response
 from skitter.settings import FetchSettings
@@ -69,6 +81,8 @@ READ_BUFSIZE = 64 * 1024
 _STALL_CHECK_S = 0.5
 
 _NO_BODY_STATUSES = frozenset({204, 304})
+#: Idle-read deadline (s) for the body of a 3xx with a Location (never needed to follow it).
+REDIRECT_BODY_IDLE_S = 2.0
 
 
 class _PeerResponse(ClientResponse):
@@ -76,28 +90,21 @@ class _PeerResponse(ClientResponse):
 
     skitter_peer: str | None = None
     skitter_protocol: ResponseHandler | None = None
+    skitter_raw_head: bytes | None = None
 
     async def start(self, connection: Connection) -> ClientResponse:
-        self.skitter_protocol = connection.protocol
+        protocol = self.skitter_protocol = connection.protocol
         transport = connection.transport
         if transport is not None:
             peer = transport.get_extra_info("peername")
             if isinstance(peer, tuple) and peer:
                 self.skitter_peer = str(peer[0])
-        return await super().start(connection)
-
-
-@dataclass(slots=True)
-class _Progress:
-    """What one fetch got to, for error details."""
-
-    phase: str = "connect"  # queue -> dns -> connect -> headers -> body
-    raw_bytes: int = 0
-    decoded_bytes: int = 0
-    content_length: int | None = None
-    chunked: bool = False
-    idle_s: float = 0.0  # the idle-read deadline of this fetch
-    keep_body: Callable[[int, tuple[tuple[str, str], ...]], bool] | None = None
+        if self.method == "HEAD" and protocol is not None:
+            protocol.force_close()  # never reused after HEAD (see _request_headers)
+        started = await super().start(connection)
+        if isinstance(protocol, LenientResponseHandler):
+            self.skitter_raw_head = protocol.raw_head
+        return started
 
 
 def _phase_setter(
@@ -204,6 +211,7 @@ class AiohttpFetcher:
                 # connection; a second cache in the connector would skip that check.
                 use_dns_cache=False,
             )
+            lenient.install(connector)  # header sections read as browsers do (C29, C30)
             timeout = aiohttp.ClientTimeout(
                 total=None,  # the whole-fetch deadline is asyncio.timeout in fetch()
                 sock_connect=s.connect_timeout_s,
@@ -285,7 +293,7 @@ class AiohttpFetcher:
     # ------------------------------------------------------------------ fetching
 
     def _request_headers(
-        self, request: Request, extra: Sequence[tuple[str, str]] = ()
+        self, request: Request, method: str = "GET", extra: Sequence[tuple[str, str]] = ()
     ) -> CIMultiDict[str]:
         s = self.settings
         headers: CIMultiDict[str] = CIMultiDict()
@@ -304,6 +312,10 @@ class AiohttpFetcher:
             headers["Referer"] = request.referer
         for name, value in extra:
             headers[name] = value
+        if method == "HEAD":
+            # Servers that answer HEAD with a body leave bytes on the connection that would
+            # be read as the start of the next response: a HEAD connection is never reused.
+            headers["Connection"] = "close"
         return headers
 
     async def fetch(
@@ -377,7 +389,7 @@ class AiohttpFetcher:
                     f"during {progress.phase}, {progress.raw_bytes} body bytes read",
                     bytes_read=progress.decoded_bytes,
                 ) from exc
-            error = self._map_error(exc, progress)
+            error = map_error(exc, progress, self.settings)
             if error is None or error is exc:
                 raise  # ours already, or a programming error (e.g. fetch after aclose)
             raise error from exc
@@ -407,7 +419,7 @@ class AiohttpFetcher:
         resp = await session.request(
             method,
             url,
-            headers=self._request_headers(request, extra_headers),
+            headers=self._request_headers(request, method, extra_headers),
             allow_redirects=False,
             proxy=s.proxy or None,
             trace_request_ctx=progress,
@@ -419,18 +431,34 @@ class AiohttpFetcher:
         try:
             progress.phase = "body"
             headers = tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers)
+            notes: list[str] = []
             keep = progress.keep_body
             if keep is not None and not keep(resp.status, headers):
                 method = "HEAD"  # dropped on its headers: the body is not read (closed below)
             try:
                 raw, body, truncated = await self._read_body(
-                    resp, headers, method, cap, progress, truncate
+                    resp, headers, method, cap, progress, truncate, notes
                 )
             except BodyTooLarge as exc:
-                # The status helps a link checker: a 200 that is too large is still alive.
-                raise BodyTooLarge(
-                    f"{exc.detail} (HTTP status {resp.status})", bytes_read=exc.bytes_read
-                ) from None
+                if not _is_redirect(resp.status, headers):
+                    # The status helps a link checker: a 200 that is too large is still alive.
+                    raise BodyTooLarge(
+                        f"{exc.detail} (HTTP status {resp.status})", bytes_read=exc.bytes_read
+                    ) from None
+                raw, body, truncated = b"", b"", True
+                notes.append(f"redirect body not read: {exc.detail}")
+            except (
+                ProtocolError,
+                aiohttp.ClientPayloadError,
+                aiohttp.ServerDisconnectedError,
+                aiohttp.ServerTimeoutError,
+            ) as exc:
+                # A redirect is followed whatever its body holds: the body is never needed.
+                if not _is_redirect(resp.status, headers):
+                    raise
+                raw, body, truncated = b"", b"", True
+                err = map_error(exc, progress, self.settings)
+                notes.append(f"redirect body not read: {err.detail if err else exc}")
             # a truncated or dropped body was not read to its end: close
             complete = not truncated and method == request_method
         finally:
@@ -450,7 +478,9 @@ class AiohttpFetcher:
             elapsed_s=self._clock() - start,
             request_headers=tuple(resp.request_info.headers.items()),
             peer_ip=resp.skitter_peer if isinstance(resp, _PeerResponse) else None,
-            truncated=truncated,
+            truncated=truncated and not _is_redirect(resp.status, headers),
+            raw_head=resp.skitter_raw_head if isinstance(resp, _PeerResponse) else None,
+            note="; ".join(notes) or None,
         )
 
     async def _read_body(
@@ -461,8 +491,11 @@ class AiohttpFetcher:
         cap: int,
         progress: _Progress,
         truncate: bool = False,
+        notes: list[str] | None = None,
     ) -> tuple[bytes, bytes, bool]:
-        """(raw body, decoded body, truncated); see :meth:`fetch` for ``truncate``."""
+        """(raw body, decoded body, truncated); see :meth:`fetch` for ``truncate``.
+
+        ``notes`` receives what was not as labelled (see :class:`ContentDecoder`)."""
         status = resp.status
         if method == "HEAD" or status in _NO_BODY_STATUSES or 100 <= status < 200:
             return b"", b"", False
@@ -474,14 +507,24 @@ class AiohttpFetcher:
             raise BodyTooLarge(
                 f"body exceeds limit: Content-Length {progress.content_length} > {cap} bytes"
             )
-        codings = parse_content_encoding(v for k, v in headers if k.lower() == "content-encoding")
-        decoder = ContentDecoder(codings, max_bytes=cap)
+        media_type = _media_type(headers)
+        # a redirect's body is never needed: do not wait long for one that stalls
+        idle_s = (
+            min(progress.idle_s, REDIRECT_BODY_IDLE_S)
+            if _is_redirect(status, headers) and progress.idle_s > 0
+            else None
+        )
+        codings = codings_to_undo(
+            parse_content_encoding(v for k, v in headers if k.lower() == "content-encoding"),
+            media_type,
+        )
+        decoder = ContentDecoder(codings, max_bytes=cap, sniff=is_text_type(media_type))
         decode = bool(decoder.codings) and not decoder.passthrough
         raw = bytearray()
         protocol = resp.skitter_protocol if isinstance(resp, _PeerResponse) else None
         try:
             while True:
-                chunk = await self._read_chunk(resp, protocol, progress)
+                chunk = await self._read_chunk(resp, protocol, progress, idle_s)
                 if not chunk:
                     break
                 raw += chunk
@@ -502,13 +545,22 @@ class AiohttpFetcher:
             body = decoder.partial() if decode else bytes(raw)
             return bytes(raw), body[:cap], True
         raw_bytes = bytes(raw)
-        return raw_bytes, decoder.finish() if decode else raw_bytes, False
+        body = decoder.finish() if decode else raw_bytes
+        if notes is not None:
+            notes.extend(decoder.notes)
+        return raw_bytes, body, False
 
     async def _read_chunk(
-        self, resp: ClientResponse, protocol: ResponseHandler | None, progress: _Progress
+        self,
+        resp: ClientResponse,
+        protocol: ResponseHandler | None,
+        progress: _Progress,
+        idle_s: float | None = None,
     ) -> bytes:
-        """Next body chunk (b"" at the end), with an idle deadline of ``read_timeout_s``."""
-        idle_s = progress.idle_s
+        """Next body chunk (b"" at the end), with an idle deadline of ``idle_s`` seconds
+        (default: this fetch's, ``progress.idle_s``)."""
+        if idle_s is None:
+            idle_s = progress.idle_s
         if idle_s <= 0:  # no idle deadline configured
             return await resp.content.readany()
         waited = 0.0
@@ -527,91 +579,21 @@ class AiohttpFetcher:
                 raise aiohttp.SocketTimeoutError("Timeout on reading data from socket")
             if failure is not None:
                 raise ProtocolError(
-                    f"bad body framing: {_short(str(failure))} "
+                    f"bad body framing: {short(str(failure))} "
                     f"({progress.raw_bytes} body bytes read)",
                     bytes_read=progress.decoded_bytes,
                 )
             if waited >= idle_s:
                 raise aiohttp.SocketTimeoutError("Timeout on reading data from socket")
 
-    # ------------------------------------------------------------------ errors
 
-    def _map_error(self, exc: Exception, progress: _Progress) -> FetchError | None:
-        """Translate aiohttp / OS exceptions into the FetchError tree (None: not a fetch error)."""
-        s = self.settings
-        n = progress.decoded_bytes
-        if isinstance(exc, FetchError):
-            return exc
-        if isinstance(exc, aiohttp.ClientConnectorError):
-            inner: BaseException = exc.os_error
-            if isinstance(inner, FetchError):
-                return inner  # raised by our resolver (dns / blocked_address)
-        if isinstance(exc, aiohttp.ClientConnectorDNSError):
-            return ConnectError(f"dns: {exc.host}: {_reason(exc.os_error)}", kind="dns")
-        if isinstance(exc, aiohttp.ClientSSLError | aiohttp.ServerFingerprintMismatch):
-            return ConnectError(f"tls: {exc}", kind="tls")
-        if isinstance(exc, aiohttp.ConnectionTimeoutError):
-            return FetchTimeout(
-                f"timeout (connect): no connection within {s.connect_timeout_s:g} s"
-            )
-        if isinstance(exc, aiohttp.ServerTimeoutError):
-            return FetchTimeout(
-                f"timeout (idle read): no data for {progress.idle_s:g} s "
-                f"during {progress.phase}, {progress.raw_bytes} body bytes read",
-                bytes_read=n,
-            )
-        if isinstance(exc, aiohttp.ClientConnectorError):
-            return ConnectError(
-                f"connect: {exc.host}:{exc.port}: {_reason(exc.os_error)}", kind="connect"
-            )
-        if isinstance(exc, aiohttp.ClientHttpProxyError):
-            return ConnectError(f"connect: proxy answered {exc.status} {exc.message}")
-        if isinstance(exc, aiohttp.ClientPayloadError):
-            return ProtocolError(self._payload_detail(exc, progress), bytes_read=n)
-        if isinstance(exc, aiohttp.ServerDisconnectedError):
-            return ProtocolError(
-                f"server disconnected during {progress.phase} "
-                f"({progress.raw_bytes} body bytes read)",
-                bytes_read=n,
-            )
-        if isinstance(exc, aiohttp.ClientResponseError):
-            return ProtocolError(f"bad response: {_short(exc.message)}", bytes_read=n)
-        if isinstance(exc, aiohttp.InvalidURL):
-            return ProtocolError(f"invalid url: {_short(str(exc))}")
-        if isinstance(exc, ssl.SSLError):
-            return ConnectError(f"tls: {exc}", kind="tls")
-        if isinstance(exc, TimeoutError):
-            return FetchTimeout(f"timeout: {_short(str(exc)) or type(exc).__name__}", bytes_read=n)
-        if isinstance(exc, OSError):  # includes aiohttp.ClientOSError: reset, unreachable...
-            return ConnectError(f"connect: {_reason(exc)} during {progress.phase}", bytes_read=n)
-        if isinstance(exc, aiohttp.ClientError | ValueError | UnicodeError):
-            return ProtocolError(f"{type(exc).__name__}: {_short(str(exc))}", bytes_read=n)
-        return None
-
-    @staticmethod
-    def _payload_detail(exc: aiohttp.ClientPayloadError, progress: _Progress) -> str:
-        cause: Any = exc.__cause__ or exc
-        text = str(getattr(cause, "message", "") or cause)
-        got = progress.raw_bytes
-        short_of_length = progress.content_length is not None and got < progress.content_length
-        if (
-            short_of_length
-            or "not enough data" in text.lower()
-            or isinstance(cause, ConnectionError)
-        ):
-            if progress.content_length is not None:
-                return f"incomplete body: {got} of {progress.content_length} bytes"
-            if progress.chunked:
-                return f"incomplete body: {got} bytes, chunked body ended without its last chunk"
-            return f"incomplete body: {got} bytes"
-        return f"bad body framing: {_short(text)} ({got} body bytes read)"
+def _is_redirect(status: int, headers: tuple[tuple[str, str], ...]) -> bool:
+    """A 3xx with a Location: followed without its body."""
+    return 300 <= status < 400 and any(k.lower() == "location" for k, _ in headers)
 
 
-def _reason(exc: BaseException) -> str:
-    strerror = getattr(exc, "strerror", None)
-    return str(strerror or exc or type(exc).__name__)
-
-
-def _short(text: str, limit: int = 200) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def _media_type(headers: tuple[tuple[str, str], ...]) -> str | None:
+    for k, v in headers:
+        if k.lower() == "content-type":
+            return v.split(";", 1)[0].strip().lower() or None
+    return None

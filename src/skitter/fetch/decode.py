@@ -15,8 +15,12 @@ with zeros); after a Brotli stream they are an error (the Brotli decoder refuses
 whose codings include one we cannot decode is kept as is.
 
 A compressed stream that stops before its end marker (the body framing itself being complete)
-is accepted with whatever decoded so far, as browsers do; malformed compressed data raises
-:class:`~skitter.errors.ProtocolError`.
+is accepted with whatever decoded so far, as browsers do; compressed data that goes bad after
+a good start raises :class:`~skitter.errors.ProtocolError`. Labels that lie are tolerated as
+browsers do: a body that is not in its labelled coding from its first bytes is used as sent
+(with a note), a text body encoded twice but labelled once is decoded twice (sniffing the
+gzip/zstd magic number), and a compressed *file* (``application/gzip``) is kept as sent
+(:func:`codings_to_undo`).
 """
 
 from __future__ import annotations
@@ -32,9 +36,12 @@ from skitter.errors import BodyTooLarge, ProtocolError
 
 __all__ = [
     "ACCEPT_ENCODING",
+    "MAX_EXTRA_LAYERS",
     "SUPPORTED_CODINGS",
     "ContentDecoder",
+    "codings_to_undo",
     "decode_body",
+    "is_text_type",
     "parse_content_encoding",
 ]
 
@@ -72,6 +79,58 @@ def parse_content_encoding(values: Iterable[str]) -> list[str]:
     return out
 
 
+#: Media types of compressed *files* -> the coding they are: a ``.gz`` served as
+#: ``application/gzip`` with ``Content-Encoding: gzip`` is the file itself (browsers save it
+#: as sent), not a gzip-encoded transfer of something else.
+_FILE_TYPES = {
+    "application/gzip": "gzip",
+    "application/x-gzip": "gzip",
+    "application/x-gunzip": "gzip",
+    "application/gzipped": "gzip",
+    "application/gzip-compressed": "gzip",
+    "application/x-gzip-compressed": "gzip",
+    "gzip/document": "gzip",
+    "application/zstd": "zstd",
+    "application/x-zstd": "zstd",
+    "application/x-brotli": "br",
+}
+
+
+def codings_to_undo(codings: Iterable[str], media_type: str | None) -> list[str]:
+    """The codings (applied order) to decode for a body of ``media_type``.
+
+    When the media type is a compressed file of the last applied coding
+    (``application/gzip`` + ``gzip``, ``application/zstd`` + ``zstd``), that coding is the
+    file's own format and is kept: the body stays as sent.
+
+    Args:
+        codings: from :func:`parse_content_encoding`.
+        media_type: lower-case media type without parameters, or None.
+    """
+    out = [c.strip().lower() for c in codings]
+    own = _FILE_TYPES.get(media_type or "")
+    if out and own is not None and out[-1].replace("x-gzip", "gzip") == own:
+        out.pop()
+    return out
+
+
+def is_text_type(media_type: str | None) -> bool:
+    """True for media types that are text (``text/*``, ``*+xml``, ``*+json``, JSON,
+    JavaScript, XML, XHTML) or unknown (None): bodies in which another gzip/zstd layer
+    found by its magic number is decoded too."""
+    if media_type is None:
+        return True
+    if media_type.startswith("text/") or media_type.endswith(("+xml", "+json")):
+        return True
+    return media_type in (
+        "application/json",
+        "application/javascript",
+        "application/ecmascript",
+        "application/x-javascript",
+        "application/xml",
+    )
+
+
 class _Layer(Protocol):
     """One decompression stage.
 
@@ -84,6 +143,17 @@ class _Layer(Protocol):
 
     def step(self, data: bytes, max_length: int) -> bytes: ...
 
+    @property
+    def finished(self) -> bool:
+        """True once the end of a complete stream was decoded."""
+        ...
+
+
+def _is_zlib_header(head: bytes) -> bool:
+    """RFC 1950 header: CM = 8 (deflate), CINFO <= 7, (CMF*256 + FLG) % 31 == 0."""
+    cmf, flg = head[0], head[1]
+    return (cmf & 0x0F) == 8 and (cmf >> 4) <= 7 and (cmf * 256 + flg) % 31 == 0
+
 
 class _ZlibLayer:
     """gzip (``wbits=31``), zlib (``15``) or raw deflate (``-15``) via ``zlib.decompressobj``."""
@@ -94,13 +164,15 @@ class _ZlibLayer:
         self._head = b""  # deflate: bytes held until the zlib-vs-raw choice can be made
         self._tail = b""  # input the decompressor has not consumed yet (max_length reached)
         self._done = False  # trailing bytes after the last member are ignored
+        self._ended = False  # one complete stream (member) decoded
         self.needs_input = True
 
+    @property
+    def finished(self) -> bool:
+        return self._ended
+
     def _choose_deflate(self, head: bytes) -> zlib._Decompress:
-        # RFC 1950 header: CM = 8 (deflate), CINFO <= 7, (CMF*256 + FLG) % 31 == 0.
-        cmf, flg = head[0], head[1]
-        is_zlib = (cmf & 0x0F) == 8 and (cmf >> 4) <= 7 and (cmf * 256 + flg) % 31 == 0
-        return zlib.decompressobj(15 if is_zlib else -15)
+        return zlib.decompressobj(15 if _is_zlib_header(head) else -15)
 
     def step(self, data: bytes, max_length: int) -> bytes:
         if self._done:
@@ -120,6 +192,7 @@ class _ZlibLayer:
         except zlib.error as exc:
             raise ProtocolError(f"content decoding failed: {exc}") from exc
         if self._obj.eof:
+            self._ended = True
             rest = self._obj.unused_data
             if not self._gzip:
                 self._done = True  # bytes after the end of a deflate stream are ignored
@@ -144,15 +217,21 @@ class _BrotliLayer:
 
     def __init__(self) -> None:
         self._obj = brotli.Decompressor()
+        self._finished = False  # (asking a failed decoder raises: remember it here)
         self.needs_input = True
 
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
     def step(self, data: bytes, max_length: int) -> bytes:
-        if data and self._obj.is_finished():
+        if data and self._finished:
             # Consistent with data after the end marker inside one chunk, which the Brotli
             # decoder itself rejects.
             raise ProtocolError("content decoding failed: brotli: data after end of stream")
         try:
             out: bytes = self._obj.process(data, output_buffer_limit=max_length)
+            self._finished = bool(self._obj.is_finished())
         except brotli.error as exc:
             raise ProtocolError(f"content decoding failed: brotli: {exc}") from exc
         # Brotli 1.2.1 may report is_finished()/can_accept_more_data() while output is still
@@ -166,7 +245,12 @@ class _ZstdLayer:
 
     def __init__(self) -> None:
         self._obj = self._new()
+        self._ended = False
         self.needs_input = True
+
+    @property
+    def finished(self) -> bool:
+        return self._ended or bool(self._obj.eof)
 
     @staticmethod
     def _new() -> zstd.ZstdDecompressor:
@@ -180,6 +264,7 @@ class _ZstdLayer:
             if not rest:
                 self.needs_input = True
                 return b""
+            self._ended = True
             self._obj = self._new()  # another frame follows (RFC 8878 §3)
             data = rest
         try:
@@ -203,6 +288,75 @@ def _make_layer(coding: str) -> _Layer:
     raise ValueError(f"unsupported coding {coding!r}")  # pragma: no cover
 
 
+#: A layer that fails within its first this many input bytes (without having decoded a
+#: complete stream) is taken as "the body is not in this coding": used as sent.
+FIRST_BYTES = 64
+
+#: Most layers decoded beyond those ``Content-Encoding`` names (a text body encoded twice).
+MAX_EXTRA_LAYERS = 4
+
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def _sniff_coding(head: bytes) -> str | None:
+    """The coding whose magic number starts ``head`` (gzip RFC 1952, zstd RFC 8878, the
+    usual zlib headers RFC 1950), if any."""
+    if head[:3] == b"\x1f\x8b\x08":
+        return "gzip"
+    if head[:4] == _ZSTD_MAGIC:
+        return "zstd"
+    if head[:2] in (b"\x78\x01", b"\x78\x9c", b"\x78\xda"):
+        return "deflate"  # zlib header (RFC 1950), never the start of text
+    return None
+
+
+def _fails_at_start(coding: str, head: bytes) -> bool:
+    """True if a fresh ``coding`` decoder, fed ``head`` (the first :data:`FIRST_BYTES` or
+    fewer input bytes) one byte at a time, fails before it has decoded a complete stream.
+
+    Codings with a magic number decide on it alone: a body that starts with the gzip
+    (RFC 1952) or zstd (RFC 8878, also a skippable frame) magic, or a valid zlib header
+    (RFC 1950) for ``deflate``, is in that coding, and a later failure is real damage."""
+    if coding in ("gzip", "x-gzip"):
+        return not head.startswith(_GZIP_MAGIC[: len(head)]) or not head
+    if coding == "zstd":
+        skippable = len(head) >= 4 and head[0] & 0xF0 == 0x50 and head[1:4] == b"\x2a\x4d\x18"
+        return not (skippable or head.startswith(_ZSTD_MAGIC[: len(head)])) or not head
+    if coding == "deflate" and len(head) >= 2 and _is_zlib_header(head):
+        return False
+    layer = _make_layer(coding)
+    try:
+        for i in range(len(head)):
+            piece = head[i : i + 1]
+            for _ in range(64):  # bounded: one byte of input gives few steps of output
+                layer.step(piece, STEP_BYTES)
+                piece = b""
+                if layer.needs_input:
+                    break
+    except ProtocolError:
+        return not layer.finished
+    return False
+
+
+class _Stage:
+    """One layer of the pipeline and what it has done so far.
+
+    While on probation (its first :data:`FIRST_BYTES` input bytes) the stage keeps its
+    input and holds back its output, so that it can still turn into a pass-through.
+    """
+
+    __slots__ = ("coding", "extra", "held_in", "held_out", "identity", "layer", "probation")
+
+    def __init__(self, coding: str, *, extra: bool = False) -> None:
+        self.coding = coding
+        self.layer = _make_layer(coding)
+        self.extra = extra  # found by sniffing, not named by Content-Encoding
+        self.identity = False  # found not to be in this coding: bytes pass through
+        self.probation = True
+        self.held_in = bytearray()
+        self.held_out = bytearray()
+
+
 class ContentDecoder:
     """Incremental decoder for one response body, enforcing a decoded-size cap.
 
@@ -212,6 +366,18 @@ class ContentDecoder:
         for chunk in chunks:
             dec.feed(chunk)          # may raise BodyTooLarge / ProtocolError
         body = dec.finish()          # decoded bytes (<= max_bytes)
+        dec.notes                    # what was not as labelled, for error_detail
+
+    Bodies whose label lies (what browsers tolerate):
+
+    * a layer whose decoder fails before giving a single byte (the body is not in that
+      coding from its first bytes, e.g. plain HTML labelled ``gzip``), or that took bytes
+      and gave nothing by the end, is skipped: its input is used as it is, and a note says
+      so. A decoder that fails *after* giving output (a stream corrupt in the middle) is a
+      :class:`~skitter.errors.ProtocolError`.
+    * with ``sniff=True`` (text bodies), decoded output that starts with a gzip or zstd
+      magic number is decoded again, up to :data:`MAX_EXTRA_LAYERS` extra layers (a body
+      encoded twice but labelled once); the cap applies to the final output.
 
     Args:
         codings: codings in the order they were applied (see :func:`parse_content_encoding`).
@@ -220,26 +386,39 @@ class ContentDecoder:
             :class:`~skitter.errors.BodyTooLarge` with ``bytes_read`` = decoded bytes so far
             (at least ``max_bytes + 1``, at most about ``max_bytes`` + 64 KiB).
         step_bytes: output bytes requested from a decompressor per step.
+        sniff: decode extra layers found by their magic number (see above).
+
+    Attributes:
+        notes: one line per layer skipped or added, e.g. "Content-Encoding gzip not
+            applied: the body is not gzip data (used as sent)".
 
     Raises (from :meth:`feed` / :meth:`finish`):
         BodyTooLarge: decoded output exceeded ``max_bytes``; stop reading and drop the connection.
-        ProtocolError: corrupt compressed data ("content decoding failed: ...").
+        ProtocolError: compressed data corrupt after a good start ("content decoding failed: ...").
     """
 
     def __init__(
-        self, codings: Iterable[str], *, max_bytes: int, step_bytes: int = STEP_BYTES
+        self,
+        codings: Iterable[str],
+        *,
+        max_bytes: int,
+        step_bytes: int = STEP_BYTES,
+        sniff: bool = False,
     ) -> None:
         if max_bytes < 0:
             raise ValueError("max_bytes must be >= 0")
         applied = [c.strip().lower() for c in codings if c.strip().lower() not in ("", "identity")]
         self.codings: tuple[str, ...] = tuple(applied)
         self.passthrough = any(c not in SUPPORTED_CODINGS for c in applied)
-        self._layers: list[_Layer] = (
-            [] if self.passthrough else [_make_layer(c) for c in reversed(applied)]
+        self._stages: list[_Stage] = (
+            [] if self.passthrough else [_Stage(c) for c in reversed(applied)]
         )
         self._max = max_bytes
         self._step = max(1, step_bytes)
         self._out = bytearray()
+        self._sniff = sniff and bool(self._stages)
+        self._sniff_buf = bytearray()
+        self.notes: list[str] = []
 
     @property
     def decoded_bytes(self) -> int:
@@ -254,27 +433,99 @@ class ContentDecoder:
                 bytes_read=len(self._out),
             )
 
-    def _push(self, index: int, data: bytes) -> None:
-        if index == len(self._layers):
+    def _sink(self, data: bytes, *, final: bool = False) -> None:
+        """Output of the last stage: sniffed for another layer while that is undecided."""
+        if not self._sniff:
             if data:
                 self._emit(data)
             return
-        layer = self._layers[index]
-        last = index == len(self._layers) - 1
+        self._sniff_buf += data
+        if len(self._sniff_buf) < 4 and not final:
+            return
+        held = bytes(self._sniff_buf)
+        self._sniff_buf.clear()
+        coding = _sniff_coding(held)
+        extra = sum(st.extra for st in self._stages)
+        if coding is None or extra >= MAX_EXTRA_LAYERS:
+            self._sniff = False
+            if held:
+                self._emit(held)
+            return
+        self._stages.append(_Stage(coding, extra=True))
+        self.notes.append(f"body was {coding}-encoded once more than Content-Encoding says")
+        self._push(len(self._stages) - 1, held)
+
+    def _skip(self, index: int) -> None:
+        """Make stage ``index`` pass its input through (the body is not in its coding)."""
+        stage = self._stages[index]
+        stage.identity = True
+        held = bytes(stage.held_in)
+        stage.probation = False
+        stage.held_in, stage.held_out = bytearray(), bytearray()
+        if stage.extra:
+            self._stages.pop(index)
+            self.notes.pop()
+            self._sniff = False  # what looked like another layer is not one: stop looking
+            self._emit(held)
+            return
+        self.notes.append(
+            f"Content-Encoding {stage.coding} not applied: the body is not {stage.coding} "
+            "data; used as sent"
+        )
+        self._push(index + 1, held)
+
+    def _release(self, index: int) -> None:
+        """End stage ``index``'s probation: pass on the output it held back."""
+        stage = self._stages[index]
+        stage.probation = False
+        out = bytes(stage.held_out)
+        stage.held_in, stage.held_out = bytearray(), bytearray()
+        if out:
+            self._push(index + 1, out)
+
+    def _push(self, index: int, data: bytes) -> None:
+        if index >= len(self._stages):
+            self._sink(data)
+            return
+        stage = self._stages[index]
+        if stage.identity:
+            self._push(index + 1, data)
+            return
+        if stage.probation:
+            stage.held_in += data
+        layer = stage.layer
         idle_steps = 0
         while True:
             limit = self._step
-            if last:
+            if index == len(self._stages) - 1 and not self._sniff:
                 limit = max(1, min(self._step, self._max - len(self._out) + 1))
-            out = layer.step(data, limit)
+            try:
+                out = layer.step(data, limit)
+            except ProtocolError:
+                if not stage.probation or not _fails_at_start(
+                    stage.coding, bytes(stage.held_in[:FIRST_BYTES])
+                ):
+                    raise
+                self._skip(index)
+                return
             data = b""
             if out:
                 idle_steps = 0
-                self._push(index + 1, out)
+                if stage.probation:
+                    stage.held_out += out
+                    if len(stage.held_out) > self._max:
+                        raise BodyTooLarge(
+                            f"decoded body exceeds limit of {self._max} bytes",
+                            bytes_read=len(stage.held_out),
+                        )
+                else:
+                    self._push(index + 1, out)
             else:
                 idle_steps += 1
             if layer.needs_input or idle_steps > 8:  # (the bound is defensive only)
-                return
+                break
+        if stage.probation and len(stage.held_in) > FIRST_BYTES:
+            self._release(index)
 
     def feed(self, data: bytes) -> None:
         """Decode one chunk of the (content-encoded) body.
@@ -295,11 +546,25 @@ class ContentDecoder:
     def finish(self) -> bytes:
         """Flush the decoders and return the whole decoded body (at most ``max_bytes``).
 
+        A stage that took bytes and gave none without reaching its end of stream is
+        skipped (its input used as sent, with a note).
+
         Raises:
             BodyTooLarge, ProtocolError: as :meth:`feed`.
         """
         # Every feed() drains each layer until it needs input, so nothing is pending here;
         # a compressed stream cut short of its end marker keeps what decoded (lenient).
+        index = 0
+        while index < len(self._stages):
+            stage = self._stages[index]
+            if stage.probation:
+                if stage.held_in and not stage.held_out and not stage.layer.finished:
+                    self._skip(index)  # took bytes, gave nothing: not in this coding
+                    continue  # the stage list may have changed: look at this index again
+                self._release(index)
+            index += 1
+        if self._sniff:
+            self._sink(b"", final=True)
         return bytes(self._out)
 
 

@@ -42,6 +42,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import ThreadedResolver
 
 from skitter.errors import ConnectError
+from skitter.urls import normalize_host
 
 __all__ = ["NEGATIVE_TTL_S", "SkitterResolver", "is_ip_literal"]
 
@@ -70,7 +71,11 @@ def is_ip_literal(host: str) -> bool:
 
 
 def _norm_host(host: str) -> str:
-    return host.strip().lower()
+    """One spelling per host (:func:`skitter.urls.normalize_host`), as URLs carry it."""
+    try:
+        return normalize_host(host)
+    except ValueError:
+        return host.strip().lower()
 
 
 class SkitterResolver(AbstractResolver):

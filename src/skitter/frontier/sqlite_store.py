@@ -20,7 +20,7 @@ Storage (the database is the source of truth; memory is a cache rebuilt on open)
     hosts(id INTEGER PRIMARY KEY, host TEXT UNIQUE, not_before REAL)
     inlinks(seq, src)             -- note_inlinks: source host fingerprints that linked
                                   -- to the pending row ``seq`` (created on open if missing)
-    meta(key TEXT PRIMARY KEY, value)   -- schema (2), next_seq, merged_seq, flushes
+    meta(key TEXT PRIMARY KEY, value)   -- schema (3), next_seq, merged_seq, flushes
     index queue_host, queue_new_host ON (host, priority, depth)  -- (+ seq, the rowid)
     views seen(fp, seq) (all levels) and urls(url, state 0/2, ..., seq), for people
 """
@@ -39,7 +39,7 @@ from skitter.models import Hop, Request
 if TYPE_CHECKING:
     from skitter.frontier.sqlite import SqliteFrontier
 
-_SCHEMA_VERSION = 2
+_SCHEMA_VERSION = 3  # 3: fingerprints of normalised hosts (trailing dots removed)
 #: Page size of a new database file (bytes).
 _PAGE_SIZE = 16384
 #: SQLite page cache (KiB).
