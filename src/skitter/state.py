@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from skitter import __version__
-from skitter.errors import StateError
+from skitter.errors import ConfigError, StateError
 from skitter.settings import CrawlSettings, FetchSettings, PolitenessSettings, ScopeSettings
 
 __all__ = [
@@ -166,7 +166,7 @@ def load_state(out_dir: Path) -> CrawlSettings:
         )
     try:
         return settings_from_dict(data["settings"])
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, ConfigError) as exc:
         raise StateError(f"{path} is damaged ({type(exc).__name__}: {exc})") from None
 
 

@@ -9,8 +9,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from skitter.cli.common import add_common_flags, os_error_line, processes, settings_from_args
-from skitter.cli.progress import Progress, run_crawler
+from skitter.cli.common import (
+    EXIT_CODES,
+    add_common_flags,
+    add_out_folder_flag,
+    no_seed_answered,
+    os_error_line,
+    processes,
+    settings_from_args,
+    summary_lines,
+)
+from skitter.cli.progress import Progress, crawl_line, run_crawler, stats_line
 from skitter.crawler import Crawler
 from skitter.errors import ConfigError, SkitterError
 from skitter.settings import (
@@ -18,6 +27,13 @@ from skitter.settings import (
 )
 from skitter.state import check_resume_compatible, load_state
 from skitter.stats import StatsSnapshot
+
+EXAMPLES = """examples:
+  skitter crawl https://example.org/ --out crawl-1
+  skitter crawl example.org --max-depth 2 --max-time 20m --out crawl-2
+  skitter crawl --seeds-file domains.txt --scope domain --delay 2 --random-wait --out crawl-3
+  skitter crawl --config crawl.toml -v --log-file crawl.log
+  skitter crawl --resume --out crawl-1       # after Ctrl-C, kill -9, a crash, --max-time"""
 
 
 def add_parser(sub: Any) -> None:
@@ -27,13 +43,26 @@ def add_parser(sub: Any) -> None:
         "crawl",
         help="crawl from seed URLs, write WARC, pages.jsonl, links.tsv, report.json",
         description="Crawl politely from seeds; the output folder also holds the resumable state.",
-        epilog="exit codes: 0 done (or --max-pages reached); 2 bad flags, seeds or output "
-        "folder; 130 interrupted (resume with --resume --out DIR)",
+        epilog=EXAMPLES + "\n\n" + EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         argument_default=S,
     )
-    c.add_argument("seeds", nargs="*", metavar="SEED", help="seed URL or bare domain name")
-    c.add_argument("--seeds-file", metavar="FILE", help="file of seed URLs or domains, one a line")
-    c.add_argument("--out", "-o", metavar="DIR", required=True, help="output folder")
+    c.add_argument(
+        "seeds",
+        nargs="*",
+        metavar="SEED",
+        help="seed URL, bare domain name (example.org = https://example.org/) or name:port",
+    )
+    c.add_argument(
+        "--seeds-file",
+        metavar="FILE",
+        help="file of seeds, one a line (# comments); - reads stdin",
+    )
+    add_out_folder_flag(
+        c,
+        "output folder (WARC, pages.jsonl, links.tsv, report.json and the resumable state)",
+        required=False,  # required, but may come from --config: checked in run()
+    )
     c.add_argument("--resume", action="store_true", help="continue the crawl stored in --out")
     out = add_common_flags(c)
     out.add_argument("--no-warc", action="store_true", help="do not write WARC files")
@@ -46,8 +75,8 @@ def add_parser(sub: Any) -> None:
     )
 
 
-async def _crawl(settings: CrawlSettings) -> int:
-    progress = Progress(not settings.quiet and sys.stderr.isatty())
+async def _crawl(settings: CrawlSettings, stats_interval_s: float) -> int:
+    progress = Progress.for_settings(settings.quiet, False, stats_interval_s)
     async with Crawler.from_settings(settings) as crawler:
         snap, interrupted = await run_crawler(crawler, progress)
         stop_reason = crawler.stop_reason
@@ -75,19 +104,22 @@ def _choose_processes(settings: CrawlSettings, given: int | None) -> CrawlSettin
 def _summary(
     settings: CrawlSettings, snap: StatsSnapshot, stop_reason: str, interrupted: bool
 ) -> int:
-    """Print the end-of-crawl lines (unless quiet); returns 130 if interrupted, else 0."""
+    """Print the end-of-crawl lines (unless quiet) from the same totals as report.json;
+    returns the exit code: 130 interrupted, 4 no seed got any HTTP response, else 0."""
     out = Path(settings.out_dir)
+    totals = snap.to_dict()
     if not settings.quiet:
-        v = snap.by_verdict
-        print(
-            f"{snap.records:,} pages: {v.get('ok', 0):,} ok, {v.get('broken', 0):,} broken, "
-            f"{v.get('unverified', 0):,} unverified, {v.get('redirected', 0):,} redirected "
-            f"({snap.errors:,} without a response); {snap.robots_disallowed:,} more URLs "
-            f"blocked by robots.txt; {snap.elapsed_s:,.1f} s = {snap.pages_per_s:,.1f} pages/s"
-        )
+        for line in summary_lines(totals):
+            print(line)
         if stop_reason == "max_pages":
             print(f"stopped at --max-pages {settings.max_pages} (2xx pages); more were queued")
-        print(f"output: {out}/ (pages.jsonl, links.tsv, report.json, *.warc.gz)")
+        elif stop_reason == "max_time":
+            print(
+                f"stopped at --max-time ({settings.max_time_s:g} s); more were queued: "
+                f"continue with: skitter crawl --resume --out {out}"
+            )
+        files = "pages.jsonl, links.tsv, report.json" + (", *.warc.gz" if settings.warc else "")
+        print(f"output: {out}/ ({files})")
     if interrupted:
         if settings.frontier == "memory":
             print("interrupted (--frontier memory keeps no state: it cannot be resumed)",
@@ -95,30 +127,61 @@ def _summary(
         else:
             print(f"interrupted; resume with: skitter crawl --resume --out {out}", file=sys.stderr)
         return 130
+    if stop_reason in ("done", "finished") and no_seed_answered(totals):
+        print(
+            "skitter: no seed got any HTTP response (see error and error_detail in "
+            f"{out / 'pages.jsonl'})",
+            file=sys.stderr,
+        )
+        return 4
     return 0
 
 
-def _crawl_processes(settings: CrawlSettings) -> int:
-    """``crawl`` with ``--processes`` > 1 (:mod:`skitter.processes`), progress on a TTY."""
+def _crawl_processes(settings: CrawlSettings, stats_interval_s: float) -> int:
+    """``crawl`` with ``--processes`` > 1 (:mod:`skitter.processes`): the progress line on
+    a terminal, else a stats line every ``stats_interval_s``."""
+    import time
+
     from skitter.processes import run_processes
 
     live: Any = None
     on_status = None
-    if not settings.quiet and sys.stderr.isatty():
-        from rich.console import Console
-        from rich.live import Live
+    tty = sys.stderr.isatty()
+    interval = 0.0 if settings.quiet or tty else stats_interval_s
+    last_stats = time.monotonic()
+    if not settings.quiet and (tty or interval > 0):
 
         def on_status(t: dict[str, int]) -> None:
-            nonlocal live
+            nonlocal live, last_stats
+            rate = t.get("records", 0) / max(t.get("elapsed_ms", 0) / 1000, 1e-9)
+            if not tty:
+                now = time.monotonic()
+                if now - last_stats >= interval:
+                    last_stats = now
+                    print(
+                        stats_line(t.get("records", 0), rate, t.get("queued", 0),
+                                   t.get("errors", 0)),
+                        file=sys.stderr,
+                    )  # fmt: skip
+                return
             if live is None:
+                from rich.console import Console
+                from rich.live import Live
+
                 live = Live("", console=Console(stderr=True), auto_refresh=False, transient=True)
                 live.start()
-            rate = t.get("records", 0) / max(t.get("elapsed_ms", 0) / 1000, 1e-9)
             live.update(
-                f"pages {t.get('records', 0):,}  ok {t.get('ok', 0):,}  {rate:,.1f} pages/s  "
-                f"in flight {t.get('inflight', 0):,}  hosts {t.get('hosts', 0):,}  "
-                f"errors {t.get('errors', 0):,}  robots-blocked "
-                f"{t.get('robots_disallowed', 0):,}  ({settings.processes} processes)",
+                crawl_line(
+                    t.get("records", 0),
+                    t.get("ok", 0),
+                    rate,
+                    t.get("queued", 0),
+                    t.get("inflight", 0),
+                    t.get("hosts", 0),
+                    t.get("errors", 0),
+                    t.get("robots_disallowed", 0),
+                    settings.processes,
+                ),
                 refresh=True,
             )
 
@@ -142,6 +205,8 @@ def _crawl_processes(settings: CrawlSettings) -> int:
 def run(args: argparse.Namespace) -> int:
     """Run ``skitter crawl``; returns the exit code."""
     try:
+        if getattr(args, "out", None) is None:
+            raise ConfigError("the following arguments are required: --out DIR")
         if getattr(args, "resume", False):
             stored = load_state(Path(args.out))
             settings = settings_from_args(args, base=stored)
@@ -156,8 +221,8 @@ def run(args: argparse.Namespace) -> int:
 
         ScopeRule(settings.scope, [u for u in map(canonicalize, settings.seeds) if u])
         if settings.processes > 1:
-            return _crawl_processes(settings)
-        return asyncio.run(_crawl(settings))
+            return _crawl_processes(settings, getattr(args, "stats_interval", 60.0))
+        return asyncio.run(_crawl(settings, getattr(args, "stats_interval", 60.0)))
     except SkitterError as exc:
         print(f"skitter: error: {exc}", file=sys.stderr)
         return 2

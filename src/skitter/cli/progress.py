@@ -11,17 +11,105 @@ from typing import Any
 from skitter.crawler import Crawler
 from skitter.stats import StatsSnapshot
 
+#: The progress line never gets wider than this (an 80-column terminal, no wrapping).
+WIDTH = 79
+
+
+def fit(fields: list[str], width: int = WIDTH) -> str:
+    """Join ``fields`` with two spaces, dropping fields from the end (the least important
+    last) until the line is at most ``width`` columns."""
+    fields = list(fields)
+    line = "  ".join(fields)
+    while len(line) > width and len(fields) > 1:
+        fields.pop()
+        line = "  ".join(fields)
+    return line[:width]
+
+
+def crawl_line(
+    records: int,
+    ok: int,
+    rate: float,
+    queued: int,
+    inflight: int,
+    hosts: int,
+    errors: int,
+    robots_blocked: int,
+    processes: int = 1,
+) -> str:
+    """The crawl progress line (at most :data:`WIDTH` columns)."""
+    fields = [
+        f"pages {records:,}",
+        f"ok {ok:,}",
+        f"{rate:,.1f}/s",
+        f"queued {queued:,}",
+        f"in flight {inflight:,}",
+        f"errors {errors:,}",
+        f"hosts {hosts:,}",
+        f"robots-blocked {robots_blocked:,}",
+    ]
+    if processes > 1:
+        fields.insert(3, f"{processes} proc")
+    return fit(fields)
+
+
+def check_line(by_verdict: dict[str, int], rate: float, queued: int, inflight: int) -> str:
+    """The check-links progress line: links checked and their verdicts so far."""
+    v = by_verdict
+    checked = sum(v.get(k, 0) for k in ("ok", "broken", "unverified", "redirected"))
+    return fit(
+        [
+            f"links checked {checked:,}",
+            f"broken {v.get('broken', 0):,}",
+            f"unverified {v.get('unverified', 0):,}",
+            f"queued {queued:,}",
+            f"in flight {inflight:,}",
+            f"{rate:,.1f}/s",
+            f"ok {v.get('ok', 0):,}",
+            f"redirected {v.get('redirected', 0):,}",
+        ]
+    )
+
+
+def stats_line(records: int, rate: float, queued: int, errors: int) -> str:
+    """The periodic ``--stats-interval`` line (stderr not a terminal), as Scrapy's."""
+    return (
+        f"skitter: stats: {records:,} pages ({rate:,.1f} pages/s), {queued:,} queued, "
+        f"{errors:,} errors"
+    )
+
 
 class Progress:
     """A one-line live display on a terminal (rich), refreshed twice a second, or nothing:
-    pages, ok, pages/s, queued, in flight, hosts, errors, robots-blocked."""
+    for a crawl pages, ok, pages/s, queued, in flight, errors, hosts, robots-blocked; for a
+    link check (``checking``) links checked, broken, unverified, queued, in flight."""
 
-    def __init__(self, enabled: bool) -> None:
+    def __init__(
+        self, enabled: bool, checking: bool = False, stats_interval_s: float = 0.0
+    ) -> None:
         self.enabled = enabled
+        self.checking = checking
+        self.stats_interval_s = stats_interval_s
         self.live: Any = None
         self._task: asyncio.Task[None] | None = None
+        self._stats_task: asyncio.Task[None] | None = None
+
+    @classmethod
+    def for_settings(cls, quiet: bool, checking: bool, stats_interval_s: float) -> Progress:
+        """The live line on a terminal; else, unless quiet, a stats line every
+        ``stats_interval_s`` seconds (0 = off) so that a crawl under nohup or CI is not
+        silent."""
+        tty = sys.stderr.isatty()
+        return cls(
+            not quiet and tty,
+            checking,
+            stats_interval_s if not quiet and not tty else 0.0,
+        )
 
     def start(self, crawler: Crawler) -> None:
+        if self.stats_interval_s > 0:
+            loop = asyncio.get_running_loop()
+            self._stats_task = loop.create_task(self._stats(crawler))
         if not self.enabled:
             return
         from rich.console import Console
@@ -37,14 +125,33 @@ class Progress:
             c = await crawler.components.frontier.counts()
             if self.live is None:
                 break
-            self.live.update(
-                f"pages {s.records:,}  ok {s.ok:,}  {s.pages_per_s:,.1f} pages/s  "
-                f"queued {c.pending:,}  in flight {c.leased:,}  hosts {c.hosts:,}  "
-                f"errors {s.errors:,}  robots-blocked {s.robots_disallowed:,}"
-            )
+            if self.checking:
+                line = check_line(s.by_verdict, s.pages_per_s, c.pending, c.leased)
+            else:
+                line = crawl_line(
+                    s.records,
+                    s.ok,
+                    s.pages_per_s,
+                    c.pending,
+                    c.leased,
+                    c.hosts,
+                    s.errors,
+                    s.robots_disallowed,
+                )
+            self.live.update(line)
             await asyncio.sleep(0.5)
 
+    async def _stats(self, crawler: Crawler) -> None:
+        while True:
+            await asyncio.sleep(self.stats_interval_s)
+            s = crawler.snapshot()
+            c = await crawler.components.frontier.counts()
+            print(stats_line(s.records, s.pages_per_s, c.pending, s.errors), file=sys.stderr)
+
     def stop(self) -> None:
+        if self._stats_task is not None:
+            self._stats_task.cancel()
+            self._stats_task = None
         if self._task is not None:
             self._task.cancel()
             self._task = None
