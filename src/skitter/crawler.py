@@ -51,7 +51,13 @@ from skitter.events import CrawlHooks
 from skitter.export.links import LinkRow, format_rows
 from skitter.export.pages import PageRecord, iso_utc
 from skitter.models import Hop, Lease, Page, Request, Response
-from skitter.politeness import next_allowed_at, parse_retry_after, retry_decision
+from skitter.politeness import (
+    backoff_s,
+    next_allowed_at,
+    parse_retry_after,
+    random_wait_factor,
+    retry_decision,
+)
 from skitter.redirects import location_target
 from skitter.rules import Decision
 from skitter.settings import CrawlSettings
@@ -639,7 +645,8 @@ class Crawler:
 
     def _gap_s(self, crawl_delay_s: float | None) -> float:
         p = self.settings.politeness
-        return next_allowed_at(0.0, p.delay_s, crawl_delay_s, p.max_crawl_delay_s)
+        jitter = random_wait_factor(p.random_wait)
+        return next_allowed_at(0.0, p.delay_s, crawl_delay_s, p.max_crawl_delay_s, jitter)
 
     async def _process(self, lease: Lease) -> None:
         c = self.components
@@ -677,7 +684,10 @@ class Crawler:
                         )
                         return
                     if attempts <= p.retries:
-                        await c.frontier.retry(lease, not_before=self.clock() + p.robots_retry_s)
+                        # no response at all (connect, TLS, timeout): the --retries backoff;
+                        # a 5xx robots.txt: the --robots-retry wait (RFC 9309 §2.3.1.4)
+                        wait = backoff_s(attempts) if chk.error_kind else p.robots_retry_s
+                        await c.frontier.retry(lease, not_before=self.clock() + wait)
                         return
                     self._note(self._robots_unreachable, origin(req.url), req.url)
                     await self._finish_error(

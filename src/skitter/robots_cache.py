@@ -14,8 +14,13 @@ more than 5 redirects       allow all            "redirect_limit" ``ttl_s``
 3xx, no usable Location     allow all            "redirect_invalid" ``ttl_s``
 4xx (incl. 401, 403)        allow all            "4xx"           ``ttl_s``
 5xx (or other status)       disallow all         "5xx"           ``retry_s``
-FetchError / OSError        disallow all         "unreachable"   ``retry_s``
+FetchError / OSError        disallow all         "unreachable"   the retry backoff
 ==========================  ===================  ==============  ==================
+
+A robots.txt that got no response at all (connect or TLS failure, timeout) is asked again
+after the same exponential backoff as a failed page fetch (:func:`skitter.politeness.backoff_s`
+of the origin's consecutive failures: 2 s, 4 s ... 60 s, the ``--retries`` schedule), not
+after ``retry_s``, which is the wait RFC 9309 §2.3.1.4 asks for after a server error (5xx).
 
 The result of a redirect chain applies to the origin that was asked for only; it is
 never stored under the origin of the redirect target (RFC 9309 §2.3.1.2).
@@ -32,6 +37,7 @@ from urllib.parse import urlsplit
 from skitter import urls
 from skitter.errors import FetchError
 from skitter.models import Response
+from skitter.politeness import backoff_s
 from skitter.robots import MAX_ROBOTS_BYTES, RobotsRules
 
 __all__ = [
@@ -163,8 +169,8 @@ class RobotsCache:
         token: the crawler's robots.txt product token (see :func:`skitter.robots.product_token`).
         ttl_s: seconds a fetched robots.txt (2xx, 4xx, redirect limit) is reused
             (RFC 9309 §2.4: SHOULD NOT be longer than 24 hours unless unreachable).
-        retry_s: seconds a 5xx/unreachable result (disallow all) is kept before the next
-            check fetches again.
+        retry_s: seconds a 5xx result (disallow all) is kept before the next check fetches
+            again; a fetch without any response is kept for the retry backoff instead.
         clock: returns the current time in seconds (e.g. ``time.monotonic``).
         max_bytes: bytes of the body that are parsed (RFC 9309 §2.5, 500 KiB).
         ignore: do not fetch anything; every URL is allowed.
@@ -193,6 +199,7 @@ class RobotsCache:
         self._entries: dict[str, RobotsEntry] = {}
         self._inflight: dict[str, asyncio.Future[RobotsEntry]] = {}
         self._counts: dict[str, _Counts] = {}
+        self._failures: dict[str, int] = {}  # origin -> consecutive fetches without response
         self.fetches = 0
         """robots.txt GETs issued so far (redirect hops count one each)."""
 
@@ -282,6 +289,11 @@ class RobotsCache:
         """Fetch and store the entry for ``origin``; always clears the in-flight slot."""
         try:
             outcome = await self._fetch_chain(origin + "/robots.txt")
+            if outcome.status == "unreachable":
+                failures = self._failures[origin] = self._failures.get(origin, 0) + 1
+                outcome.cache_s = backoff_s(failures)
+            else:
+                self._failures.pop(origin, None)
             now = self._clock()
             entry = RobotsEntry(
                 origin=origin,

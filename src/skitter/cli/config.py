@@ -30,7 +30,7 @@ _NOT_IN_CONFIG = frozenset({"config", "resume", "help", "version", "output_hint"
 
 def _line_of(text: str, key: str) -> int | None:
     """The 1-based line where ``key`` is assigned in TOML ``text`` (None if not found)."""
-    pattern = re.compile(rf"^\s*[\"']?{re.escape(key)}[\"']?\s*=", re.M)
+    pattern = re.compile(rf"^[ \t]*[\"']?{re.escape(key)}[\"']?[ \t]*=", re.M)
     m = pattern.search(text)
     return text.count("\n", 0, m.start()) + 1 if m else None
 

@@ -40,16 +40,16 @@ def crawl_line(
     """The crawl progress line (at most :data:`WIDTH` columns)."""
     fields = [
         f"pages {records:,}",
-        f"ok {ok:,}",
-        f"{rate:,.1f}/s",
         f"queued {queued:,}",
         f"in flight {inflight:,}",
+        f"ok {ok:,}",
+        f"{rate:,.1f}/s",
         f"errors {errors:,}",
         f"hosts {hosts:,}",
         f"robots-blocked {robots_blocked:,}",
     ]
     if processes > 1:
-        fields.insert(3, f"{processes} proc")
+        fields.insert(5, f"{processes} proc")
     return fit(fields)
 
 
