@@ -44,7 +44,7 @@ async def test_unreachable_seed_exits_4_with_cause_soon(
     out = tmp_path / "out"
     # --robots-retry 3600: if the connect failure of robots.txt waited for it (the old
     # behaviour: about 120 s), this would time out; the --retries backoff is 2 s
-    rc, stdout, err = await arun_cli(
+    rc, _stdout, err = await arun_cli(
         "crawl",
         f"{scheme}://{A}:{port}/",
         "--out", str(out),
@@ -117,7 +117,7 @@ async def test_check_links_output_checked_before_crawling(
     site: Site, tmp_path: Path, target: str
 ) -> None:
     site.route(A, "/", links_page("/a"))
-    rc, stdout, err = await arun_cli(
+    rc, _stdout, err = await arun_cli(
         "check-links", site.url(A, "/"), "-o", str(tmp_path / target),
         "--resolve", f"{A}:{site.port}:127.0.0.1", "--resolve-only", "--delay", "0",
     )  # fmt: skip
@@ -126,9 +126,7 @@ async def test_check_links_output_checked_before_crawling(
     assert site.hits == []  # refused before any request
 
 
-async def test_check_links_report_write_failure_keeps_results(
-    site: Site, tmp_path: Path
-) -> None:
+async def test_check_links_report_write_failure_keeps_results(site: Site, tmp_path: Path) -> None:
     """A report that cannot be written after the check (here: the folder is removed while
     checking) gives exit 1, one line, and keeps the results for a resume."""
     gone = tmp_path / "gone"
@@ -142,7 +140,7 @@ async def test_check_links_report_write_failure_keeps_results(
 
     site.route(A, "/", links_page("/a"))
     site.route(A, "/a", slow)
-    rc, stdout, err = await arun_cli(
+    rc, _stdout, err = await arun_cli(
         "check-links", site.url(A, "/"), "-o", str(gone / "r.txt"),
         "--resolve", f"{A}:{site.port}:127.0.0.1", "--resolve-only", "--delay", "0",
     )  # fmt: skip
@@ -179,7 +177,9 @@ async def test_resolve_idna_name_and_seeds_from_stdin(site: Site, tmp_path: Path
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
-    _, err = await asyncio.wait_for(proc.communicate(f"http://dócs.test:{site.port}/\n".encode()), 60)
+    _, err = await asyncio.wait_for(
+        proc.communicate(f"http://dócs.test:{site.port}/\n".encode()), 60
+    )
     assert proc.returncode == 0, err.decode()
     (rec,) = records(out)
     assert rec["status"] == 200 and rec["url"] == f"http://xn--dcs-gna.test:{site.port}/"
@@ -208,9 +208,7 @@ async def test_config_file_drives_a_crawl(site: Site, tmp_path: Path) -> None:
 # ------------------------------------------- fault 9: -v, --log-file, --stats-interval
 
 
-async def test_verbose_logs_each_request_on_stderr_and_log_file(
-    site: Site, tmp_path: Path
-) -> None:
+async def test_verbose_logs_each_request_on_stderr_and_log_file(site: Site, tmp_path: Path) -> None:
     site.route(A, "/", links_page("/a"))
     site.route(A, "/a", html("<p>" + "x" * 100 + "</p>"))
     out, log = tmp_path / "out", tmp_path / "crawl.log"
@@ -239,7 +237,7 @@ async def test_stats_line_when_stderr_is_not_a_terminal(site: Site, tmp_path: Pa
     for i in range(4):
         site.route(A, f"/{i}", links_page(f"/{i + 1}"))
     site.route(A, "/4", html("<p>end</p>"))
-    rc, stdout, err = await arun_cli(
+    rc, _stdout, err = await arun_cli(
         "crawl", site.url(A, "/0"), "--out", str(tmp_path / "o"),
         "--resolve", f"{A}:{site.port}:127.0.0.1", "--resolve-only",
         "--delay", "0.3", "--stats-interval", "0.05",

@@ -216,7 +216,9 @@ def test_config_file_errors_name_key_and_line(
     assert len(err.strip().splitlines()) == 1
 
 
-def test_config_file_missing_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_config_file_missing_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     rc = main(["crawl", "a.test", "--config", str(tmp_path / "none.toml")])
     err = capsys.readouterr().err
     assert rc == 2 and "cannot read config file" in err and "No such file" in err
@@ -265,7 +267,8 @@ def test_exit_code_precedence() -> None:
 
 
 @pytest.mark.parametrize(
-    "text, seconds", [("90", 90.0), ("30s", 30.0), ("20m", 1200.0), ("2h", 7200.0), ("1.5h", 5400.0)]
+    "text, seconds",
+    [("90", 90.0), ("30s", 30.0), ("20m", 1200.0), ("2h", 7200.0), ("1.5h", 5400.0)],
 )
 def test_max_time_durations(text: str, seconds: float) -> None:
     assert duration(text) == seconds
