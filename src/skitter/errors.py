@@ -12,7 +12,9 @@
     │   ├── TooManyRedirects                              kind "too_many_redirects"
     │   ├── BodyTooLarge                                  kind "body_too_large"
     │   └── ProtocolError    bad framing, failed decoding kind "protocol"
-    └── FrontierError        backend failure (sqlite locked, corrupt state)
+    ├── FrontierError        backend failure (sqlite locked, corrupt state)
+    └── OutputError          an output or state file could not be written (disk full,
+                             EIO, EROFS, EDQUOT): CLI one line naming the file, exit 1
 
 HTTP 4xx/5xx are responses, never exceptions.
 """
@@ -26,6 +28,7 @@ __all__ = [
     "FetchError",
     "FetchTimeout",
     "FrontierError",
+    "OutputError",
     "ProtocolError",
     "SkitterError",
     "StateError",
@@ -60,6 +63,27 @@ class StateError(SkitterError):
 
 class FrontierError(SkitterError):
     """The frontier backend failed (database locked or corrupt)."""
+
+
+class OutputError(SkitterError):
+    """An output or state file could not be written (disk full, I/O error, read-only or
+    over quota); what was recorded before stays usable and the crawl can be resumed.
+
+    Attributes:
+        path: the file that could not be written.
+        cause: the operating system's (or SQLite's) reason, e.g. "No space left on device".
+    """
+
+    def __init__(self, path: str, cause: str) -> None:
+        super().__init__(f"cannot write {path}: {cause}")
+        self.path = path
+        self.cause = cause
+
+    @classmethod
+    def from_os_error(cls, exc: OSError, path: str | None = None) -> OutputError:
+        """From an :class:`OSError` (its own file name unless ``path`` is given)."""
+        name = path or exc.filename or "?"
+        return cls(str(name), exc.strerror or str(exc))
 
 
 class FetchError(SkitterError):

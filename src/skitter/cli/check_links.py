@@ -16,13 +16,14 @@ from skitter.cli.common import (
     add_common_flags,
     no_seed_answered,
     os_error_line,
+    output_failure_line,
     positive_float,
     regex,
     settings_from_args,
 )
 from skitter.cli.progress import Progress, run_crawler
 from skitter.crawler import Crawler
-from skitter.errors import ConfigError, SkitterError, StateError
+from skitter.errors import ConfigError, OutputError, SkitterError, StateError
 from skitter.settings import (
     CrawlSettings,
 )
@@ -295,6 +296,11 @@ def run(args: argparse.Namespace) -> int:
             print("skitter: no start URL got any HTTP response", file=sys.stderr)
             return 4
         return 1 if s["broken"] else 0
+    except OutputError as exc:
+        keep_temp = True
+        again = f"skitter check-links --resume --out {args.out}"
+        print(output_failure_line(exc, again), file=sys.stderr)
+        return 1
     except SkitterError as exc:
         print(f"skitter: error: {exc}", file=sys.stderr)
         return 2
@@ -302,6 +308,11 @@ def run(args: argparse.Namespace) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except OSError as exc:
+        if (Path(args.out) / "state.json").exists():  # the check had started: output failed
+            keep_temp = True
+            again = f"skitter check-links --resume --out {args.out}"
+            print(output_failure_line(exc, again), file=sys.stderr)
+            return 1
         print(os_error_line(exc), file=sys.stderr)
         return 2
     except Exception as exc:  # a bug: exit 2, never 1 ("broken links found")

@@ -9,7 +9,7 @@ import re
 from dataclasses import replace
 from typing import Any, NoReturn
 
-from skitter.errors import ConfigError
+from skitter.errors import ConfigError, OutputError
 from skitter.settings import (
     CrawlSettings,
     FetchSettings,
@@ -23,6 +23,7 @@ __all__ = [
     "add_out_folder_flag",
     "duration",
     "os_error_line",
+    "output_failure_line",
     "read_seeds",
     "settings_from_args",
 ]
@@ -573,3 +574,13 @@ def summary_lines(totals: dict[str, Any]) -> list[str]:
         f"robots.txt; {float(totals.get('elapsed_s', 0)):,.1f} s = "
         f"{float(totals.get('pages_per_s', 0)):,.1f} pages/s"
     ]
+
+
+def output_failure_line(exc: OSError | OutputError, resume: str) -> str:
+    """The one line for an output that could not be written during a crawl: the file, the
+    cause and how to resume, e.g. ``skitter: error: cannot write out/pages.jsonl: No space
+    left on device; resume with: skitter crawl --resume --out out``."""
+    if isinstance(exc, OSError):
+        exc = OutputError.from_os_error(exc)
+    return f"skitter: error: {exc}; resume with: {resume}"
+

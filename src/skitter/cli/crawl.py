@@ -15,17 +15,18 @@ from skitter.cli.common import (
     add_out_folder_flag,
     no_seed_answered,
     os_error_line,
+    output_failure_line,
     processes,
     settings_from_args,
     summary_lines,
 )
 from skitter.cli.progress import Progress, crawl_line, run_crawler, stats_line
 from skitter.crawler import Crawler
-from skitter.errors import ConfigError, SkitterError
+from skitter.errors import ConfigError, OutputError, SkitterError
 from skitter.settings import (
     CrawlSettings,
 )
-from skitter.state import check_resume_compatible, load_state
+from skitter.state import STATE_FILE, check_resume_compatible, load_state
 from skitter.stats import StatsSnapshot
 
 EXAMPLES = """examples:
@@ -191,11 +192,12 @@ def _crawl_processes(settings: CrawlSettings, stats_interval_s: float) -> int:
         if live is not None:
             live.stop()
     if outcome.error is not None:
-        print(f"skitter: error: {outcome.error}", file=sys.stderr)
         if outcome.exit_code == 2:
+            print(f"skitter: error: {outcome.error}", file=sys.stderr)
             return 2
         print(
-            f"the crawl stopped; resume with: skitter crawl --resume --out {settings.out_dir}",
+            f"skitter: error: {outcome.error}; the crawl stopped; resume with: "
+            f"skitter crawl --resume --out {settings.out_dir}",
             file=sys.stderr,
         )
         return 1
@@ -223,6 +225,9 @@ def run(args: argparse.Namespace) -> int:
         if settings.processes > 1:
             return _crawl_processes(settings, getattr(args, "stats_interval", 60.0))
         return asyncio.run(_crawl(settings, getattr(args, "stats_interval", 60.0)))
+    except OutputError as exc:
+        print(output_failure_line(exc, _resume_command(args.out)), file=sys.stderr)
+        return 1
     except SkitterError as exc:
         print(f"skitter: error: {exc}", file=sys.stderr)
         return 2
@@ -230,5 +235,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"interrupted; resume with: skitter crawl --resume --out {args.out}", file=sys.stderr)
         return 130
     except OSError as exc:
+        if (Path(args.out) / STATE_FILE).exists():  # the crawl had started: output failed
+            print(output_failure_line(exc, _resume_command(args.out)), file=sys.stderr)
+            return 1
         print(os_error_line(exc), file=sys.stderr)
         return 2
+
+
+def _resume_command(out: str) -> str:
+    return f"skitter crawl --resume --out {out}"

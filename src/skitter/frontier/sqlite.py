@@ -84,7 +84,7 @@ try:  # a declared dependency; without it the seen prefilter is an exact (larger
 except ImportError:  # pragma: no cover
     _HAVE_RBLOOM = False
 
-from skitter.errors import FrontierError, StateError
+from skitter.errors import FrontierError, OutputError, SkitterError, StateError
 from skitter.frontier.base import (
     AddResult,
     Entry,
@@ -397,6 +397,21 @@ class _CachedQueue:
             del cache[i]
 
 
+#: SQLite result codes that mean the file could not be written (SQLITE_READONLY,
+#: SQLITE_IOERR, SQLITE_FULL), not that the database is wrong.
+_WRITE_FAILURES = frozenset({8, 10, 13})
+
+
+def _db_error(e: sqlite3.Error, path: str) -> SkitterError:
+    """``e`` as a :class:`FrontierError`, or as an :class:`OutputError` naming the file when
+    it could not be written (disk full, I/O error, read-only)."""
+    code = getattr(e, "sqlite_errorcode", None)
+    if code is not None and code & 0xFF in _WRITE_FAILURES:
+        cause = {8: "read-only", 10: "I/O error", 13: "database or disk is full"}[code & 0xFF]
+        return OutputError(path, cause)
+    return FrontierError(f"frontier database error: {e}")
+
+
 class _Guard:
     """Context manager around one frontier call (a class: cheaper than @contextmanager).
 
@@ -415,7 +430,7 @@ class _Guard:
             if not db.in_transaction:
                 db.execute("BEGIN")
         except sqlite3.Error as e:
-            raise FrontierError(f"frontier database error: {e}") from e
+            raise _db_error(e, self.owner.path) from e
         return db
 
     def __exit__(
@@ -425,13 +440,13 @@ class _Guard:
         tb: TracebackType | None,
     ) -> None:
         if isinstance(exc, sqlite3.Error):
-            raise FrontierError(f"frontier database error: {exc}") from exc
+            raise _db_error(exc, self.owner.path) from exc
         owner = self.owner
         if exc is None and owner._ops >= owner.batch_size:
             try:
                 owner._commit(owner._db)
             except sqlite3.Error as e:
-                raise FrontierError(f"frontier database error: {e}") from e
+                raise _db_error(e, owner.path) from e
 
 
 class SqliteFrontier(_CoreFrontier):
@@ -1034,7 +1049,7 @@ class SqliteFrontier(_CoreFrontier):
         try:
             self._commit(db, durable=True)
         except sqlite3.Error as e:
-            raise FrontierError(f"frontier database error: {e}") from e
+            raise _db_error(e, self.path) from e
 
     async def aclose(self) -> None:
         """Flush, checkpoint the WAL into the main file and close; idempotent.
@@ -1048,7 +1063,7 @@ class SqliteFrontier(_CoreFrontier):
             await self.flush()
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         except sqlite3.Error as e:
-            raise FrontierError(f"frontier database error: {e}") from e
+            raise _db_error(e, self.path) from e
         finally:
             self._closed = True
             self._conn.close()
