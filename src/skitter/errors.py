@@ -13,6 +13,7 @@
     │   ├── BodyTooLarge                                  kind "body_too_large"
     │   └── ProtocolError    bad framing, failed decoding kind "protocol"
     ├── FrontierError        backend failure (sqlite locked, corrupt state)
+    ├── HookError            a user hook raised, with CrawlHooks(errors="stop")
     └── OutputError          an output or state file could not be written (disk full,
                              EIO, EROFS, EDQUOT): CLI one line naming the file, exit 1
 
@@ -28,6 +29,7 @@ __all__ = [
     "FetchError",
     "FetchTimeout",
     "FrontierError",
+    "HookError",
     "OutputError",
     "ProtocolError",
     "SkitterError",
@@ -63,6 +65,22 @@ class StateError(SkitterError):
 
 class FrontierError(SkitterError):
     """The frontier backend failed (database locked or corrupt)."""
+
+
+class HookError(SkitterError):
+    """A user hook raised while ``CrawlHooks(errors="stop")``: the crawl stopped.
+
+    Attributes:
+        hook: the hook's name ("on_page", "on_error", "link_filter").
+        url: the URL of the record (or the page of the link) it was called for.
+        original: the exception the hook raised (also ``__cause__``).
+    """
+
+    def __init__(self, hook: str, url: str, original: BaseException) -> None:
+        super().__init__(f"hook {hook} raised for {url}: {type(original).__name__}: {original}")
+        self.hook = hook
+        self.url = url
+        self.original = original
 
 
 class OutputError(SkitterError):

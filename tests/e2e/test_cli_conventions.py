@@ -251,3 +251,30 @@ async def test_stats_line_when_stderr_is_not_a_terminal(site: Site, tmp_path: Pa
         "--delay", "0.3", "--stats-interval", "0",
     )  # fmt: skip
     assert rc == 0 and "skitter: stats" not in err
+
+
+# ---------------------------------------------------- fault 8: resuming a finished crawl
+
+
+async def test_resuming_a_finished_crawl_touches_nothing(site: Site, tmp_path: Path) -> None:
+    site.route(A, "/", links_page("/a"))
+    site.route(A, "/a", html("<p>a</p>"))
+    out = tmp_path / "out"
+    flags = ["--resolve", f"{A}:{site.port}:127.0.0.1", "--resolve-only", "--delay", "0"]
+    rc, _, err = await arun_cli("crawl", site.url(A, "/"), "--out", str(out), *flags)
+    assert rc == 0, err
+
+    def files() -> dict[str, tuple[int, bytes]]:
+        return {
+            str(p.relative_to(out)): (p.stat().st_mtime_ns, p.read_bytes())
+            for p in sorted(out.rglob("*"))
+            if p.is_file()
+        }
+
+    before = files()
+    hits = len(site.hits)
+    rc, stdout, err = await arun_cli("crawl", "--resume", "--out", str(out), *flags)
+    assert rc == 0, err
+    assert f"the crawl in {out} is finished (2 pages); nothing to resume" in err
+    assert files() == before  # no file touched: report.json robots and elapsed_s unchanged
+    assert len(site.hits) == hits  # nothing fetched (robots.txt included)

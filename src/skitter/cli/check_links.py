@@ -14,6 +14,7 @@ from typing import Any
 from skitter.cli.common import (
     EXIT_CODES,
     add_common_flags,
+    finished_report,
     no_seed_answered,
     os_error_line,
     output_failure_line,
@@ -254,9 +255,13 @@ def run(args: argparse.Namespace) -> int:
             )
             cache = _prepare_check_dir(out, settings, getattr(args, "cache_age", 86400.0))
         ScopeRule(settings.scope, [u for u in map(canonicalize, settings.seeds) if u])
-        interrupted, totals = asyncio.run(
-            _check(settings, cache, getattr(args, "stats_interval", 60.0))
-        )
+        done = finished_report(str(out)) if resume else None
+        if done is not None:  # a finished check: only its report is (re)written
+            interrupted, totals = False, dict(done.get("totals", {}))
+        else:
+            interrupted, totals = asyncio.run(
+                _check(settings, cache, getattr(args, "stats_interval", 60.0))
+            )
         if interrupted:
             if temp is None:
                 print(

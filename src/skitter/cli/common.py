@@ -584,3 +584,20 @@ def output_failure_line(exc: OSError | OutputError, resume: str) -> str:
         exc = OutputError.from_os_error(exc)
     return f"skitter: error: {exc}; resume with: {resume}"
 
+
+def finished_report(out: str) -> dict[str, Any] | None:
+    """report.json of the crawl in ``out`` if that crawl is finished (its frontier ran dry:
+    ``finished`` true, ``stop_reason`` "done"), else None (unfinished, stopped by a limit or
+    a signal, or no readable report)."""
+    import json
+    from pathlib import Path
+
+    try:
+        report = json.loads((Path(out) / "report.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(report, dict):
+        return None
+    done = report.get("finished") is True or report.get("stop_reason") in ("done", "finished")
+    return report if done else None
+

@@ -13,6 +13,7 @@ from skitter.cli.common import (
     EXIT_CODES,
     add_common_flags,
     add_out_folder_flag,
+    finished_report,
     no_seed_answered,
     os_error_line,
     output_failure_line,
@@ -213,6 +214,15 @@ def run(args: argparse.Namespace) -> int:
             stored = load_state(Path(args.out))
             settings = settings_from_args(args, base=stored)
             check_resume_compatible(stored, settings)
+            done = finished_report(args.out)
+            if done is not None:
+                # nothing left to crawl: say so and touch no file
+                records = int(done.get("totals", {}).get("records", 0))
+                print(
+                    f"the crawl in {args.out} is finished ({records:,} pages); nothing to resume",
+                    file=sys.stderr,
+                )
+                return 0
         else:
             settings = settings_from_args(args)
             if not settings.seeds:
