@@ -59,6 +59,31 @@ MAX_ROBOTS_REDIRECTS = 5
 _DEFAULT_PORTS = {"http": "80", "https": "443"}
 
 log = logging.getLogger("skitter")
+politeness_log = logging.getLogger("skitter.politeness")
+
+#: What each robots.txt outcome means for the origin's URLs (for the -v log).
+_MEANING = {
+    "ok": "rules apply",
+    "4xx": "allow all",
+    "redirect_limit": "allow all",
+    "redirect_invalid": "allow all",
+    "5xx": "disallow all",
+    "unreachable": "disallow all",
+}
+
+
+def _log_outcome(entry: RobotsEntry, cache_s: float) -> None:
+    """One ``skitter.politeness`` INFO line per robots.txt fetch: origin, outcome, meaning,
+    Crawl-delay and when it is asked again."""
+    if not politeness_log.isEnabledFor(logging.INFO):
+        return
+    what = str(entry.http_status) if entry.http_status is not None else entry.error or "-"
+    delay = f", crawl-delay {entry.crawl_delay_s:g} s" if entry.crawl_delay_s is not None else ""
+    politeness_log.info(
+        "robots.txt %s: %s (%s: %s%s), asked again in %g s",
+        entry.origin, what, entry.status, _MEANING.get(entry.status, entry.status), delay,
+        cache_s,
+    )  # fmt: skip
 
 
 def origin_of(url: str) -> str:
@@ -316,6 +341,7 @@ class RobotsCache:
                     self._max_bytes,
                 )
             self._entries[origin] = entry
+            _log_outcome(entry, outcome.cache_s)
             return entry
         finally:
             self._inflight.pop(origin, None)
