@@ -8,13 +8,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from skitter import __version__
-from skitter.checklinks import ANCHORS_FILE, AnchorsWriter
+from skitter.checklinks import ANCHORS_FILE, AnchorsWriter, CheckPolicy
 from skitter.errors import ConfigError, StateError
 from skitter.export.links import LinksWriter
 from skitter.export.pages import PagesWriter
 from skitter.export.warc import WarcWriter
 from skitter.fetch.aiohttp import AiohttpFetcher
 from skitter.frontier.base import Frontier
+from skitter.lease_policy import LeasePolicy
 from skitter.links import extract
 from skitter.models import Page, Response
 from skitter.robots import product_token
@@ -31,7 +32,7 @@ from skitter.state import (
 )
 from skitter.urls import canonicalize
 
-__all__ = ["Components", "build_components"]
+__all__ = ["Components", "build_components", "lease_policy"]
 
 log = logging.getLogger("skitter")
 
@@ -95,6 +96,19 @@ class Components:
                     self.anchors.close()
                 if self.warc is not None:
                     self.warc.close()
+
+
+def lease_policy(settings: CrawlSettings, clock: Callable[[], float]) -> LeasePolicy:
+    """The lease policy of the crawl's mode: link checking (``settings.check_links``:
+    :class:`skitter.checklinks.CheckPolicy`, with the previous check's cache on resume) or a
+    plain crawl (``clock``: seconds, for the failed-host memory)."""
+    if not settings.check_links:
+        return LeasePolicy()
+    seeds = [u for u in (canonicalize(s) for s in settings.seeds) if u is not None]
+    policy = CheckPolicy(settings, seeds, clock=clock)
+    if settings.resume:
+        policy.load_cache(Path(settings.out_dir))
+    return policy
 
 
 async def _open_frontier(settings: CrawlSettings, out_dir: Path) -> Frontier:

@@ -273,7 +273,7 @@ async def test_resuming_a_finished_crawl_touches_nothing(site: Site, tmp_path: P
 
     before = files()
     hits = len(site.hits)
-    rc, stdout, err = await arun_cli("crawl", "--resume", "--out", str(out), *flags)
+    rc, _stdout, err = await arun_cli("crawl", "--resume", "--out", str(out), *flags)
     assert rc == 0, err
     assert f"the crawl in {out} is finished (2 pages); nothing to resume" in err
     assert files() == before  # no file touched: report.json robots and elapsed_s unchanged

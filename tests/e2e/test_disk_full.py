@@ -90,7 +90,7 @@ async def test_disk_full_one_line_exit_1_resumable(
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             preexec_fn=_limit_fsize,
         )  # fmt: skip
-    stdout_b, stderr_b = await asyncio.wait_for(proc.communicate(), 120)
+    _stdout_b, stderr_b = await asyncio.wait_for(proc.communicate(), 120)
     err = stderr_b.decode()
     assert proc.returncode == 1, err
     assert "Traceback" not in err

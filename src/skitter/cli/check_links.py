@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from skitter.checklinks import CheckPolicy
 from skitter.cli.common import (
     EXIT_CODES,
     add_common_flags,
@@ -178,8 +179,8 @@ async def _check(
     """Run the check's crawl; returns (interrupted, report.json totals)."""
     progress = Progress.for_settings(settings.quiet, True, stats_interval_s)
     async with Crawler.from_settings(settings) as crawler:
-        if cache and crawler.check is not None:
-            crawler.check.set_cache(cache, Path(settings.out_dir))
+        if cache and isinstance(crawler.policy, CheckPolicy):
+            crawler.policy.set_cache(cache, Path(settings.out_dir))
         snap, interrupted = await run_crawler(crawler, progress)
     return interrupted, snap.to_dict()
 
