@@ -61,12 +61,14 @@ class CrawlHooks:
                 raise ConfigError(f"CrawlHooks.{name} must be callable, got {fn!r}")
 
 
-async def call_hook(hooks: CrawlHooks, name: str, url: str, *args: Any) -> Any:
+async def call_hook(
+    hooks: CrawlHooks, name: str, url: str, *args: Any, default: Any = None
+) -> Any:
     """Call hook ``name`` of ``hooks`` with ``args`` (awaiting it if it returns an awaitable)
-    for the record or link of ``url``; returns its result, or None if it is not set.
+    for the record or link of ``url``; returns its result, or ``default`` if it is not set.
 
     An exception from the hook is the user's, not Skitter's: with ``errors="log"`` it is
-    logged once ("hook on_page raised for URL: …") and None is returned; with
+    logged once ("hook on_page raised for URL: …") and ``default`` is returned; with
     ``errors="stop"`` it is raised as :class:`~skitter.errors.HookError`.
 
     Raises:
@@ -74,7 +76,7 @@ async def call_hook(hooks: CrawlHooks, name: str, url: str, *args: Any) -> Any:
     """
     fn = getattr(hooks, name)
     if fn is None:
-        return None
+        return default
     try:
         result = fn(*args)
         if inspect.isawaitable(result):
@@ -85,4 +87,4 @@ async def call_hook(hooks: CrawlHooks, name: str, url: str, *args: Any) -> Any:
             raise HookError(name, url, exc) from exc
         log.error("hook %s raised for %s: %s: %s", name, url, type(exc).__name__, exc,
                   exc_info=exc)  # fmt: skip
-        return None
+        return default

@@ -22,7 +22,14 @@ import logging
 import sys
 import time
 
-__all__ = ["LOG_FORMAT", "log_request", "politeness", "request_log", "setup_logging"]
+__all__ = [
+    "LOG_FORMAT",
+    "log_request",
+    "politeness",
+    "request_log",
+    "set_process_index",
+    "setup_logging",
+]
 
 #: Line format of every handler set up by :func:`setup_logging`.
 LOG_FORMAT = "%(asctime)s %(levelname)s p%(skitter_process)s %(message)s"
@@ -78,6 +85,12 @@ def setup_logging(
         root.addHandler(fh)
         level = logging.INFO
     root.setLevel(level)
+
+
+def set_process_index(index: int) -> None:
+    """Make this process's log lines say ``p{index}`` (a crawler process of ``--processes``)."""
+    global _process_index
+    _process_index = index
 
 
 def log_request(

@@ -225,6 +225,7 @@ class RobotsCache:
         self._inflight: dict[str, asyncio.Future[RobotsEntry]] = {}
         self._counts: dict[str, _Counts] = {}
         self._failures: dict[str, int] = {}  # origin -> consecutive fetches without response
+        self._previous: dict[str, dict[str, object]] = {}  # earlier sessions (load_state)
         self.fetches = 0
         """robots.txt GETs issued so far (redirect hops count one each)."""
 
@@ -308,7 +309,28 @@ class RobotsCache:
                 "allowed": counts.allowed,
                 "disallowed": counts.disallowed,
             }
-        return out
+        for origin, entry in self._previous.items():
+            if origin not in out:
+                counts = self._counts.get(origin, _Counts())
+                out[origin] = {**entry, "allowed": counts.allowed, "disallowed": counts.disallowed}
+        return dict(sorted(out.items()))
+
+    def to_state(self) -> dict[str, dict[str, object]]:
+        """The per-origin decisions so far (:meth:`snapshot`), for a checkpoint."""
+        return self.snapshot()
+
+    def load_state(self, data: dict[str, dict[str, object]]) -> None:
+        """Take back the decisions of the earlier sessions of a resumed crawl
+        (:meth:`to_state` output): their allow/disallow counts are added to this session's,
+        and an origin whose robots.txt is not fetched again keeps its earlier entry in
+        :meth:`snapshot`. The rules themselves are fetched again when needed."""
+        for origin, entry in data.items():
+            if not isinstance(entry, dict):
+                continue
+            counts = self._counts.setdefault(origin, _Counts())
+            counts.allowed += int(entry.get("allowed", 0) or 0)  # type: ignore[call-overload]
+            counts.disallowed += int(entry.get("disallowed", 0) or 0)  # type: ignore[call-overload]
+            self._previous[origin] = dict(entry)
 
     async def _load(self, origin: str) -> RobotsEntry:
         """Fetch and store the entry for ``origin``; always clears the in-flight slot."""

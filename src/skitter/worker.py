@@ -27,6 +27,7 @@ from typing import Any
 from skitter.context import CrawlContext
 from skitter.continuations import follow_redirect
 from skitter.errors import FetchError
+from skitter.events import call_hook
 from skitter.export.links import LinkRow, format_rows
 from skitter.export.pages import PageRecord, iso_utc
 from skitter.models import Hop, Lease, Page, Request, Response
@@ -352,7 +353,7 @@ class Worker:
         self.ctx.write_record(rec, host_key(req.requested_url))
         await self.ctx.components.frontier.ack(lease, not_before=not_before)
         if self.ctx.hooks.on_error is not None:
-            await maybe_await(self.ctx.hooks.on_error(rec))
+            await call_hook(self.ctx.hooks, "on_error", rec.url, rec)
 
     async def finish_response(
         self,
@@ -411,7 +412,7 @@ class Worker:
             last_modified=resp.header("last-modified"),
         )
         if self.ctx.hooks.on_page is not None:
-            await maybe_await(self.ctx.hooks.on_page(rec, resp, page))
+            await call_hook(self.ctx.hooks, "on_page", rec.url, rec, resp, page)
 
     async def _decide_links(self, req: Request, page: Page) -> tuple[list[list[Any]], Counter[str]]:
         """Decide every link of ``page`` (document order), queue the new ones; returns the
@@ -452,9 +453,10 @@ class Worker:
             else:
                 target_nofrag = link.raw
             if decision is queued and link_filter is not None:
-                keep = link_filter(source, link)
-                if inspect.isawaitable(keep):
-                    keep = await keep
+                # a filter that raised (and was logged) keeps the link
+                keep = await call_hook(
+                    self.ctx.hooks, "link_filter", source, source, link, default=True
+                )
                 if not keep:
                     decision = Decision.SCOPE
             dec = decision.value

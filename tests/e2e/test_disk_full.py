@@ -4,7 +4,7 @@ stray temporary file; nothing recorded is lost: a resume with room finishes the 
 
 Two ways to fill the disk without privileges, both always run (never skipped):
 ``tmpfs``: a 256 KiB tmpfs in a user namespace (``unshare -Urm``), ENOSPC / SQLITE_FULL;
-``fsize``: RLIMIT_FSIZE (an injected fault: EFBIG once a file reaches 192 KiB).
+``fsize``: RLIMIT_FSIZE (an injected fault: EFBIG once a file reaches 512 KiB).
 """
 
 from __future__ import annotations
@@ -37,13 +37,13 @@ def _serve(site: Site) -> None:
     rnd = random.Random(9)
     site.route(H, "/", links_page(*[f"/p{i}" for i in range(PAGES)]))
     for i in range(PAGES):
-        noise = base64.b64encode(rnd.randbytes(12_000)).decode()  # incompressible
+        noise = base64.b64encode(rnd.randbytes(20_000)).decode()  # incompressible
         site.route(H, f"/p{i}", html(f"<p>{noise}</p>"))
 
 
 def _limit_fsize() -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of a kill
-    resource.setrlimit(resource.RLIMIT_FSIZE, (192 * 1024, 192 * 1024))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (512 * 1024, 512 * 1024))
 
 
 def _have_userns_tmpfs() -> bool:

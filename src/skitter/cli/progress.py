@@ -194,5 +194,5 @@ async def run_crawler(crawler: Crawler, progress: Progress) -> tuple[StatsSnapsh
         progress.stop()
         for sig in handled:
             loop.remove_signal_handler(sig)
-    stopped = crawler.report()["stop_reason"] in ("interrupted", "aborted")
+    stopped = crawler.report()["stop_reason"] in ("interrupted",)
     return snap, bool(signals) or (not crawler.finished and stopped)
