@@ -21,10 +21,17 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from skitter.fetch.base import Fetcher
+    from skitter.models import Request, Response
 
 __all__ = [
     "LOG_FORMAT",
+    "LoggedFetcher",
     "log_request",
+    "logged",
     "politeness",
     "request_log",
     "set_process_index",
@@ -119,3 +126,45 @@ def log_request(
         attempt,
         tail,
     )
+
+
+class LoggedFetcher:
+    """A :class:`~skitter.fetch.base.Fetcher` that logs each request it makes
+    (:func:`log_request`) with the attempt number of the lease it serves."""
+
+    __slots__ = ("_attempt", "_inner")
+
+    def __init__(self, inner: Fetcher, attempt: int) -> None:
+        self._inner = inner
+        self._attempt = attempt
+
+    async def fetch(self, request: Request, *, method: str = "GET", **kw: Any) -> Response:
+        """:meth:`Fetcher.fetch`, then one log line (status, bytes, ms; or the error kind).
+
+        Raises:
+            FetchError: as the wrapped fetcher.
+        """
+        from skitter.errors import FetchError
+
+        started = time.perf_counter()
+        try:
+            resp = await self._inner.fetch(request, method=method, **kw)
+        except FetchError as exc:
+            log_request(method, request.url, None, exc.bytes_read,
+                        time.perf_counter() - started, self._attempt, exc.kind)  # fmt: skip
+            raise
+        log_request(method, request.url, resp.status, len(resp.body),
+                    time.perf_counter() - started, self._attempt)  # fmt: skip
+        return resp
+
+    async def aclose(self) -> None:
+        """Close the wrapped fetcher."""
+        await self._inner.aclose()
+
+
+def logged(fetcher: Fetcher, attempt: int) -> Fetcher:
+    """``fetcher`` logging each request as attempt ``attempt`` when ``skitter.request`` logs
+    at INFO (``-v``, ``--log-file``); else ``fetcher`` itself (no cost)."""
+    if request_log.isEnabledFor(logging.INFO):
+        return LoggedFetcher(fetcher, attempt)
+    return fetcher

@@ -30,6 +30,7 @@ from skitter.errors import FetchError
 from skitter.events import call_hook
 from skitter.export.links import LinkRow, format_rows
 from skitter.export.pages import PageRecord, iso_utc
+from skitter.logs import logged, politeness
 from skitter.models import Hop, Lease, Page, Request, Response
 from skitter.politeness import (
     backoff_s,
@@ -123,7 +124,9 @@ class Worker:
         """
         c = self.ctx.components
         async with self._ip_slot(url):  # a robots.txt request counts for --ip-concurrency too
-            resp = await c.fetcher.fetch(Request(url=url), max_body_bytes=512 * 1024, truncate=True)
+            resp = await logged(c.fetcher, 1).fetch(
+                Request(url=url), max_body_bytes=512 * 1024, truncate=True
+            )
         self._host_last_end[host_key(url)] = self.ctx.clock()
         if c.warc is not None:
             c.warc.write_exchange(
@@ -170,6 +173,26 @@ class Worker:
         p = self.ctx.settings.politeness
         jitter = random_wait_factor(p.random_wait)
         return next_allowed_at(0.0, p.delay_s, crawl_delay_s, p.max_crawl_delay_s, jitter)
+
+    def log_gap(self, host: str, gap_s: float, crawl_delay_s: float | None) -> None:
+        """Log (``skitter.politeness``, INFO) the wait before the next request to ``host``
+        and its cause: ``--delay`` (with ``--random-wait``) or the robots.txt Crawl-delay."""
+        if not politeness.isEnabledFor(logging.INFO):
+            return
+        p = self.ctx.settings.politeness
+        if crawl_delay_s is not None and gap_s == min(crawl_delay_s, p.max_crawl_delay_s):
+            capped = " (capped by --max-crawl-delay)" if crawl_delay_s > p.max_crawl_delay_s else ""
+            cause = f"robots.txt Crawl-delay {crawl_delay_s:g} s{capped}"
+        else:
+            cause = f"--delay {p.delay_s:g} s" + (" with --random-wait" if p.random_wait else "")
+        politeness.info("delay %s: next request in %.2f s (%s)", host, gap_s, cause)
+
+    def log_backoff(self, host: str, url: str, wait_s: float, cause: str, attempts: int) -> None:
+        """Log (``skitter.politeness``, INFO) a retry: its wait, cause and attempt."""
+        politeness.info(
+            "backoff %s: %s retried in %.2f s after %s (attempt %d failed)",
+            host, url, wait_s, cause, attempts,
+        )  # fmt: skip
 
     async def _pause(self, host: str, crawl_delay_s: float | None) -> None:
         """Count a request to ``host`` as ended now and wait its politeness gap."""
@@ -219,6 +242,7 @@ class Worker:
                         # no response at all (connect, TLS, timeout): the --retries backoff;
                         # a 5xx robots.txt: the --robots-retry wait (RFC 9309 §2.3.1.4)
                         wait = backoff_s(attempts) if kind else p.robots_retry_s
+                        self.log_backoff(host, req.url, wait, "robots.txt unreachable", attempts)
                         await c.frontier.retry(lease, not_before=self.ctx.clock() + wait)
                         return
                     notes.note(notes.unreachable, origin(req.url), req.url)
@@ -254,16 +278,19 @@ class Worker:
         try:
             async with self._ip_slot(req.url):
                 resp = await policy.fetch(
-                    c.fetcher, req, host, functools.partial(self._pause, host, crawl_delay)
+                    logged(c.fetcher, attempts),
+                    req,
+                    host,
+                    functools.partial(self._pause, host, crawl_delay),
                 )
         except FetchError as exc:
             end = self.ctx.clock()
             self._host_last_end[host] = end
             d = retry_decision(None, exc.kind, attempts, p.retries, None, p.max_retry_after_s)
             if d.retry:
-                await c.frontier.retry(
-                    lease, not_before=end + max(d.wait_s, self.gap_s(crawl_delay))
-                )
+                wait = max(d.wait_s, self.gap_s(crawl_delay))
+                self.log_backoff(host, req.url, wait, exc.kind, attempts)
+                await c.frontier.retry(lease, not_before=end + wait)
                 return
             policy.fetch_failed(host, exc.kind, exc.detail)
             await self.finish_error(
@@ -280,13 +307,17 @@ class Worker:
         if c.warc is not None and not req.check_only:
             c.warc.write_exchange(req.url, resp, ip=resp.peer_ip)
         gap = self.gap_s(crawl_delay)
+        self.log_gap(host, gap, crawl_delay)
         status = resp.status
         detail: str | None = None
         if status == 429 or status >= 500:
             ra = parse_retry_after(resp.header("retry-after"), time.time())
             d = retry_decision(status, None, attempts, p.retries, ra, p.max_retry_after_s)
             if d.retry:
-                await c.frontier.retry(lease, not_before=end + max(d.wait_s, gap))
+                wait = max(d.wait_s, gap)
+                cause = f"HTTP {status}" + (f", Retry-After {ra:g} s" if ra is not None else "")
+                self.log_backoff(host, req.url, wait, cause, attempts)
+                await c.frontier.retry(lease, not_before=end + wait)
                 return
             if ra is not None and ra > 0:
                 gap = max(gap, min(ra, p.max_retry_after_s))

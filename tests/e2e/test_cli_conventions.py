@@ -220,7 +220,7 @@ async def test_verbose_logs_each_request_on_stderr_and_log_file(site: Site, tmp_
     import re
 
     line = re.compile(
-        r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z INFO p0 (GET|HEAD) (\S+) (\d{3}|-) (\d+) "
+        r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z INFO p[01] (GET|HEAD) (\S+) (\d{3}|-) (\d+) "
         r"(\d+) attempt=(\d+)"
     )
     for text in (err, log.read_text()):
@@ -230,7 +230,8 @@ async def test_verbose_logs_each_request_on_stderr_and_log_file(site: Site, tmp_
         assert by_url[site.url(A, "/a")] == ("200", len("<p>" + "x" * 100 + "</p>"), 1)
     assert "INFO" not in stdout and "GET" not in stdout  # logs never on stdout
     # politeness decisions are logged too
-    assert re.search(r"INFO p0 robots\.txt http://conv\.example\.test:\d+: 404", err), err
+    assert re.search(r"INFO p[01] robots\.txt http://conv\.example\.test:\d+: 404 \(4xx", err)
+    assert re.search(r"INFO p[01] delay conv\.example\.test:\d+: next request in 0\.00 s", err)
 
 
 async def test_stats_line_when_stderr_is_not_a_terminal(site: Site, tmp_path: Path) -> None:
