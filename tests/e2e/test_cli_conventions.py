@@ -9,6 +9,7 @@ import json
 import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -279,3 +280,43 @@ async def test_resuming_a_finished_crawl_touches_nothing(site: Site, tmp_path: P
     assert f"the crawl in {out} is finished (2 pages); nothing to resume" in err
     assert files() == before  # no file touched: report.json robots and elapsed_s unchanged
     assert len(site.hits) == hits  # nothing fetched (robots.txt included)
+
+
+# ------------------------------------------ fault 12: --processes shows queued, in flight
+
+
+@pytest.mark.parametrize("processes", ["1", "2"])
+async def test_stats_show_queued_and_in_flight(site: Site, tmp_path: Path, processes: str) -> None:
+    """While /slow is held by the server, a stats line reports it in flight and the other
+    pages of its host (host concurrency 1) queued."""
+    release = asyncio.Event()
+
+    async def slow(request: Any) -> Any:
+        await release.wait()
+        return await html("<p>slow</p>")(request)
+
+    site.route(A, "/", links_page("/slow", "/a", "/b"))
+    site.route(A, "/slow", slow)
+    site.route(A, "/a", html("<p>a</p>"))
+    site.route(A, "/b", html("<p>b</p>"))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "skitter", "crawl", site.url(A, "/"),
+        "--out", str(tmp_path / "o"), "--processes", processes,
+        "--resolve", f"{A}:{site.port}:127.0.0.1", "--resolve-only", "--delay", "0",
+        "--stats-interval", "0.1",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    seen = ""
+    try:
+        while True:  # bounded by the timeout below
+            raw = await asyncio.wait_for(proc.stderr.readline(), 60)
+            assert raw, "stderr closed before the expected stats line"
+            seen = raw.decode()
+            if seen.startswith("skitter: stats: ") and " 1 in flight" in seen:
+                break
+    finally:
+        release.set()
+    assert " 2 queued, 1 in flight, 0 errors" in seen, seen
+    _, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err

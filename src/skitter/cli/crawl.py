@@ -162,8 +162,8 @@ def _crawl_processes(settings: CrawlSettings, stats_interval_s: float) -> int:
                     last_stats = now
                     print(
                         stats_line(t.get("records", 0), rate, t.get("queued", 0),
-                                   t.get("errors", 0)),
-                        file=sys.stderr,
+                                   t.get("inflight", 0), t.get("errors", 0)),
+                        file=sys.stderr, flush=True,
                     )  # fmt: skip
                 return
             if live is None:

@@ -71,11 +71,11 @@ def check_line(by_verdict: dict[str, int], rate: float, queued: int, inflight: i
     )
 
 
-def stats_line(records: int, rate: float, queued: int, errors: int) -> str:
+def stats_line(records: int, rate: float, queued: int, inflight: int, errors: int) -> str:
     """The periodic ``--stats-interval`` line (stderr not a terminal), as Scrapy's."""
     return (
         f"skitter: stats: {records:,} pages ({rate:,.1f} pages/s), {queued:,} queued, "
-        f"{errors:,} errors"
+        f"{inflight:,} in flight, {errors:,} errors"
     )
 
 
@@ -146,7 +146,11 @@ class Progress:
             await asyncio.sleep(self.stats_interval_s)
             s = crawler.snapshot()
             c = await crawler.components.frontier.counts()
-            print(stats_line(s.records, s.pages_per_s, c.pending, s.errors), file=sys.stderr)
+            print(
+                stats_line(s.records, s.pages_per_s, c.pending, c.leased, s.errors),
+                file=sys.stderr,
+                flush=True,
+            )
 
     def stop(self) -> None:
         if self._stats_task is not None:
