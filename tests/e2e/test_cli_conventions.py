@@ -33,29 +33,57 @@ def records(out: Path) -> list[dict[str, object]]:
 # ------------------------------------------------------ fault 2: unreachable seeds, exit 4
 
 
-@pytest.mark.parametrize("how", ["refused", "tls_to_plain_http"])
+HELD: list[asyncio.StreamWriter] = []
+
+
+async def _hanging_server() -> tuple[asyncio.Server, int]:
+    """A TCP server that accepts and never answers (connections kept in HELD)."""
+
+    async def hold(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        HELD.append(writer)
+
+    server = await asyncio.start_server(hold, "127.0.0.1", 0)
+    return server, int(server.sockets[0].getsockname()[1])
+
+
+@pytest.mark.parametrize("processes", ["1", "2"])
+@pytest.mark.parametrize("how", ["refused", "tls_to_plain_http", "hangs"])
 async def test_unreachable_seed_exits_4_with_cause_soon(
-    site: Site, tmp_path: Path, how: str
+    site: Site, tmp_path: Path, how: str, processes: str
 ) -> None:
     site.route(A, "/", html("<p>plain http</p>"))
+    server = None
     if how == "refused":
         port, scheme, kind = closed_port(), "http", "connect"
-    else:
+    elif how == "tls_to_plain_http":
         port, scheme, kind = site.port, "https", "tls"
+    else:
+        server, port = await _hanging_server()
+        scheme, kind = "http", "timeout"
     out = tmp_path / "out"
-    # --robots-retry 3600: if the connect failure of robots.txt waited for it (the old
-    # behaviour: about 120 s), this would time out; the --retries backoff is 2 s
-    rc, _stdout, err = await arun_cli(
-        "crawl",
-        f"{scheme}://{A}:{port}/",
-        "--out", str(out),
-        "--resolve", f"{A}:{port}:127.0.0.1",
-        "--resolve-only",
-        "--retries", "1",
-        "--robots-retry", "3600",
-        "--delay", "0",
-        timeout=45,
-    )  # fmt: skip
+    # --robots-retry 3600: if the failure of robots.txt waited for it (the old behaviour:
+    # about 120 s), this would time out; the --retries backoff is 2 s
+    try:
+        rc, _stdout, err = await arun_cli(
+            "crawl",
+            f"{scheme}://{A}:{port}/",
+            "--out", str(out),
+            "--resolve", f"{A}:{port}:127.0.0.1",
+            "--resolve-only",
+            "--retries", "1",
+            "--robots-retry", "3600",
+            "--timeout", "1",
+            "--delay", "0",
+            "--processes", processes,
+            timeout=45,
+        )  # fmt: skip
+    finally:
+        if server is not None:
+            server.close()
+            for w in HELD:
+                w.close()
+            HELD.clear()
+            await server.wait_closed()
     assert rc == 4, err
     assert "no seed got any HTTP response" in err and "Traceback" not in err
     (rec,) = records(out)
@@ -65,6 +93,7 @@ async def test_unreachable_seed_exits_4_with_cause_soon(
     assert "after 2 attempts" in detail
     report = json.loads((out / "report.json").read_text())
     assert report["totals"]["by_error"] == {"robots_unreachable": 1}
+    assert report["stop_reason"] == "done"
 
 
 async def test_check_links_unreachable_start_url_exits_4(tmp_path: Path) -> None:

@@ -296,11 +296,18 @@ def test_summary_counts_are_report_totals() -> None:
         "pages_per_s": 1.0,
     }
     (line,) = summary_lines(totals)
-    assert line.startswith("2 pages: 1 ok (2xx), 0 redirects (3xx), 1 client errors (4xx)")
+    assert line.startswith("2 pages: 1 ok (2xx), 0 redirects (3xx), 1 client error (4xx)")
     assert "1 error (body_too_large 1)" in line
     assert "; 1 more URL blocked by robots.txt" in line  # singular
     totals["robots_disallowed"] = 2
     assert "2 more URLs blocked" in summary_lines(totals)[0]
+    one = {"records": 1, "ok": 1, "errors": 0, "by_status": {"301": 1}}
+    assert summary_lines(one)[0].startswith("1 page: 1 ok (2xx), 1 redirect (3xx)")
+    from skitter.cli.progress import stats_line
+
+    assert stats_line(1, 0.5, 0, 1, 1) == (
+        "skitter: stats: 1 page (0.5 pages/s), 0 queued, 1 in flight, 1 error"
+    )
 
 
 def test_no_seed_answered() -> None:

@@ -19,6 +19,7 @@ from skitter.cli.common import (
     no_seed_answered,
     os_error_line,
     output_failure_line,
+    plural,
     positive_float,
     regex,
     settings_from_args,
@@ -292,7 +293,7 @@ def run(args: argparse.Namespace) -> int:
         s = report.summary
         if not settings.quiet and (target is not None or not sys.stdout.isatty()):
             print(
-                f"{s['checked']:,} links checked in {float(totals['elapsed_s']):,.1f} s: "
+                f"{plural(s['checked'], 'link')} checked in {float(totals['elapsed_s']):,.1f} s: "
                 f"{s['broken']:,} broken, {s['unverified']:,} unverified, "
                 f"{s['redirected']:,} redirected" + (f"; report: {target}" if target else ""),
                 file=sys.stderr,

@@ -567,8 +567,9 @@ def summary_lines(totals: dict[str, Any]) -> list[str]:
     kinds = ", ".join(f"{k} {n:,}" for k, n in sorted(errors.items()))
     return [
         f"{plural(int(totals.get('records', 0)), 'page')}: {int(totals.get('ok', 0)):,} ok "
-        f"(2xx), {band(300):,} redirects (3xx), {band(400):,} client errors (4xx), "
-        f"{band(500):,} server errors (5xx), {plural(int(totals.get('errors', 0)), 'error')}"
+        f"(2xx), {plural(band(300), 'redirect')} (3xx), {plural(band(400), 'client error')} "
+        f"(4xx), {plural(band(500), 'server error')} (5xx), "
+        f"{plural(int(totals.get('errors', 0)), 'error')}"
         + (f" ({kinds})" if kinds else "")
         + f"; {plural(int(totals.get('robots_disallowed', 0)), 'more URL')} blocked by "
         f"robots.txt; {float(totals.get('elapsed_s', 0)):,.1f} s = "

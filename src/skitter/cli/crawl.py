@@ -17,6 +17,7 @@ from skitter.cli.common import (
     no_seed_answered,
     os_error_line,
     output_failure_line,
+    plural,
     processes,
     settings_from_args,
     summary_lines,
@@ -219,7 +220,8 @@ def run(args: argparse.Namespace) -> int:
                 # nothing left to crawl: say so and touch no file
                 records = int(done.get("totals", {}).get("records", 0))
                 print(
-                    f"the crawl in {args.out} is finished ({records:,} pages); nothing to resume",
+                    f"the crawl in {args.out} is finished ({plural(records, 'page')}); "
+                    "nothing to resume",
                     file=sys.stderr,
                 )
                 return 0

@@ -73,9 +73,11 @@ def check_line(by_verdict: dict[str, int], rate: float, queued: int, inflight: i
 
 def stats_line(records: int, rate: float, queued: int, inflight: int, errors: int) -> str:
     """The periodic ``--stats-interval`` line (stderr not a terminal), as Scrapy's."""
+    from skitter.cli.common import plural
+
     return (
-        f"skitter: stats: {records:,} pages ({rate:,.1f} pages/s), {queued:,} queued, "
-        f"{inflight:,} in flight, {errors:,} errors"
+        f"skitter: stats: {plural(records, 'page')} ({rate:,.1f} pages/s), {queued:,} queued, "
+        f"{inflight:,} in flight, {plural(errors, 'error')}"
     )
 
 
