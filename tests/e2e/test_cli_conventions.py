@@ -349,3 +349,31 @@ async def test_stats_show_queued_and_in_flight(site: Site, tmp_path: Path, proce
     assert " 2 queued, 1 in flight, 0 errors" in seen, seen
     _, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 0, err
+
+
+# ------------------------------------- fault 7: summary = report.json; --max-redirects
+
+
+async def test_summary_agrees_with_report_and_max_redirects(site: Site, tmp_path: Path) -> None:
+    from tests.integration.site import redirect
+
+    site.route(A, "/", links_page("/big", "/r1"))
+    site.route(A, "/big", html("<p>" + "x" * 5000 + "</p>"))  # past --max-body
+    site.route(A, "/r1", redirect("/r2"))
+    site.route(A, "/r2", redirect("/r3"))
+    site.route(A, "/r3", redirect("/end"))
+    site.route(A, "/end", html("<p>end</p>"))
+    out = tmp_path / "o"
+    rc, stdout, err = await arun_cli(
+        "crawl", site.url(A, "/"), "--out", str(out), "--max-body", "1k",
+        "--max-redirects", "2",
+        "--resolve", f"{A}:{site.port}:127.0.0.1", "--resolve-only", "--delay", "0",
+    )  # fmt: skip
+    assert rc == 0, err
+    recs = {r["url"]: r for r in records(out)}
+    assert recs[site.url(A, "/big")]["error"] == "body_too_large"
+    assert recs[site.url(A, "/r1")]["error"] == "too_many_redirects"
+    t = json.loads((out / "report.json").read_text())["totals"]
+    line = stdout.splitlines()[0]
+    assert line.startswith(f"{t['records']} pages: {t['ok']} ok (2xx)"), (line, t)
+    assert f"{t['errors']} errors (body_too_large 1, too_many_redirects 1)" in line, line

@@ -330,3 +330,35 @@ def test_progress_lines_fit_80_columns_and_show_queue() -> None:
     c = check_line({"ok": 5, "broken": 2, "unverified": 1, "redirected": 1}, 3.0, 4, 2)
     assert c.startswith("links checked 9  broken 2  unverified 1  queued 4  in flight 2")
     assert len(c) <= 79
+
+
+# ------------------------------------------------------------------ --random-wait
+
+
+def test_random_wait_jitters_the_delay_never_the_crawl_delay() -> None:
+    import random
+
+    from skitter.politeness import RANDOM_WAIT_RANGE, next_allowed_at, random_wait_factor
+
+    assert random_wait_factor(False) == 1.0
+    random.seed(9)
+    factors = [random_wait_factor(True) for _ in range(2000)]
+    assert RANDOM_WAIT_RANGE == (0.5, 1.5)
+    assert all(0.5 <= f <= 1.5 for f in factors)
+    assert min(factors) < 0.6 and max(factors) > 1.4  # the whole range is used
+    assert next_allowed_at(10.0, 2.0, None, 30.0, jitter=0.5) == 11.0
+    assert next_allowed_at(10.0, 2.0, None, 30.0, jitter=1.5) == 13.0
+    # a robots.txt Crawl-delay is a floor the jitter never goes under
+    assert next_allowed_at(10.0, 2.0, 5.0, 30.0, jitter=0.5) == 15.0
+
+
+def test_random_wait_and_max_redirects_flags_reach_settings(tmp_path: Path) -> None:
+    from skitter.cli.common import settings_from_args
+
+    args = build_parser().parse_args(
+        ["crawl", "a.test", "--out", str(tmp_path / "o"), "--random-wait",
+         "--max-redirects", "3", "--max-time", "2h"]
+    )  # fmt: skip
+    s = settings_from_args(args)
+    assert s.politeness.random_wait is True and s.fetch.max_redirects == 3
+    assert s.max_time_s == 7200.0
