@@ -47,7 +47,7 @@ async def _hanging_server() -> tuple[asyncio.Server, int]:
 
 
 @pytest.mark.parametrize("processes", ["1", "2"])
-@pytest.mark.parametrize("how", ["refused", "tls_to_plain_http", "hangs"])
+@pytest.mark.parametrize("how", ["refused", "tls_to_plain_http", "hangs", "ipv6_to_ipv4_only"])
 async def test_unreachable_seed_exits_4_with_cause_soon(
     site: Site, tmp_path: Path, how: str, processes: str
 ) -> None:
@@ -57,16 +57,19 @@ async def test_unreachable_seed_exits_4_with_cause_soon(
         port, scheme, kind = closed_port(), "http", "connect"
     elif how == "tls_to_plain_http":
         port, scheme, kind = site.port, "https", "tls"
-    else:
+    elif how == "hangs":
         server, port = await _hanging_server()
         scheme, kind = "http", "timeout"
+    else:  # the site listens on 127.0.0.1 only: ::1 refuses
+        port, scheme, kind = site.port, "http", "connect"
+    host = "[::1]" if how == "ipv6_to_ipv4_only" else A
     out = tmp_path / "out"
     # --robots-retry 3600: if the failure of robots.txt waited for it (the old behaviour:
     # about 120 s), this would time out; the --retries backoff is 2 s
     try:
         rc, _stdout, err = await arun_cli(
             "crawl",
-            f"{scheme}://{A}:{port}/",
+            f"{scheme}://{host}:{port}/",
             "--out", str(out),
             "--resolve", f"{A}:{port}:127.0.0.1",
             "--resolve-only",
