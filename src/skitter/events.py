@@ -61,9 +61,7 @@ class CrawlHooks:
                 raise ConfigError(f"CrawlHooks.{name} must be callable, got {fn!r}")
 
 
-async def call_hook(
-    hooks: CrawlHooks, name: str, url: str, *args: Any, default: Any = None
-) -> Any:
+async def call_hook(hooks: CrawlHooks, name: str, url: str, *args: Any, default: Any = None) -> Any:
     """Call hook ``name`` of ``hooks`` with ``args`` (awaiting it if it returns an awaitable)
     for the record or link of ``url``; returns its result, or ``default`` if it is not set.
 

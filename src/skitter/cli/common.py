@@ -601,4 +601,3 @@ def finished_report(out: str) -> dict[str, Any] | None:
         return None
     done = report.get("finished") is True or report.get("stop_reason") in ("done", "finished")
     return report if done else None
-
