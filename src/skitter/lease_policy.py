@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from skitter.fetch.base import Fetcher
     from skitter.models import Request, Response
 
-__all__ = ["LeasePolicy", "Pause"]
+__all__ = ["FetchPolicy", "LeasePolicy", "Pause"]
 
 #: Waits the host's politeness gap (after recording a request to it just now); seconds.
 Pause = Callable[[], Awaitable[None]]
@@ -33,9 +33,11 @@ class LeasePolicy:
     Attributes:
         rejudges_links: True if :meth:`check_only_for` may change a link decision (the
             worker skips the call per link otherwise).
+        parses_pages: False if HTML bodies are recorded but never parsed for links.
     """
 
     rejudges_links = False
+    parses_pages = True
 
     def add_seed(self, canonical_url: str) -> None:
         """Note a seed (canonical URL) before the crawl starts."""
@@ -66,3 +68,11 @@ class LeasePolicy:
         """A new decision for a link (``kind``; "redirect" for a redirect target): None keeps
         ``decision``; False queues it as a page; True queues it as ``check_only``."""
         return None
+
+
+class FetchPolicy(LeasePolicy):
+    """``skitter fetch``: the seeds are fetched, archived and recorded like a crawl's pages,
+    but never parsed; only redirects are followed (links are found later, offline, by
+    ``skitter extract``)."""
+
+    parses_pages = False

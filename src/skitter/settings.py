@@ -302,6 +302,8 @@ class CrawlSettings:
             in ``anchors.jsonl`` so that ``page#name`` links can be checked.
         processes: crawler processes, each owning the hosts that hash to it
             (:mod:`skitter.processes`; run by the command line). 1 = this process only.
+        extract_links: parse HTML pages for links (False = ``skitter fetch``: pages are
+            fetched, archived and recorded, never parsed; only redirects are followed).
         max_time_s: stop cleanly (resumable, ``stop_reason`` "max_time") after this many
             seconds of crawling in this session; None = no limit.
 
@@ -325,6 +327,7 @@ class CrawlSettings:
     check_resources: bool = False
     check_fragments: bool = False
     processes: int = 1
+    extract_links: bool = True
     max_time_s: float | None = None
 
     def __post_init__(self) -> None:
@@ -359,5 +362,6 @@ class CrawlSettings:
             "check_links",
             "check_resources",
             "check_fragments",
+            "extract_links",
         ):
             _flag(o, name, getattr(self, name))

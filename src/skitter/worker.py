@@ -406,7 +406,13 @@ class Worker:
         # links.tsv rows as their 7 fields (see format_rows): no LinkRow per link
         rows: list[Sequence[Any]] = [r.fields() for r in extra_rows]
         decisions: Counter[str] = Counter(r.decision for r in extra_rows)
-        if resp.body and not req.check_only and _is_html(resp) and not (300 <= resp.status < 400):
+        if (
+            resp.body
+            and not req.check_only
+            and self.ctx.policy.parses_pages
+            and _is_html(resp)
+            and not (300 <= resp.status < 400)
+        ):
             page = c.extract(
                 resp.body, req.url, resp.header("content-type"), _robots_header_values(resp)
             )

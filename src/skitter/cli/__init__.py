@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from skitter import __version__
-from skitter.cli import check_links, crawl
+from skitter.cli import check_links, crawl, extract, fetch, graph, index
 from skitter.cli.common import Parser, os_error_line, settings_from_args
 from skitter.cli.config import apply_config
 from skitter.errors import ConfigError
@@ -30,6 +30,10 @@ __all__ = ["COMMANDS", "build_parser", "main", "settings_from_args"]
 COMMANDS: dict[str, ModuleType] = {
     "crawl": crawl,
     "check-links": check_links,
+    "fetch": fetch,
+    "extract": extract,
+    "index": index,
+    "graph": graph,
 }
 
 

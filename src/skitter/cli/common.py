@@ -518,6 +518,7 @@ def settings_from_args(
         check_fragments=b.check_fragments,
         processes=pick("processes", b.processes),
         max_time_s=pick("max_time", b.max_time_s),
+        extract_links=b.extract_links,
     )
 
 
