@@ -160,7 +160,7 @@ def _prepare_check_dir(out: Path, settings: CrawlSettings, cache_age_s: float) -
     if not stored.check_links:
         raise StateError(f"output folder {out} holds a crawl, not a link check")
     report = read_json(out / "report.json") if (out / "report.json").exists() else {}
-    if report.get("stop_reason") in (None, "", "interrupted", "aborted"):
+    if report.get("stop_reason") in (None, "", "interrupted", "aborted", "max_time"):
         raise StateError(
             f"output folder {out} holds an unfinished check; continue it with "
             f"'skitter check-links --resume --out {out}' or choose another folder"

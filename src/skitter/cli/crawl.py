@@ -146,7 +146,8 @@ def _summary(
                 f"stopped at --max-time ({settings.max_time_s:g} s); more were queued: "
                 f"continue with: skitter crawl --resume --out {out}"
             )
-        files = "pages.jsonl, links.tsv, report.json" + (", *.warc.gz" if settings.warc else "")
+        warc = ", *.warc.gz, *.cdxj" if settings.warc else ""
+        files = f"pages.jsonl, links.tsv, report.json{warc}"
         print(f"output: {out}/ ({files})")
     if interrupted:
         if settings.frontier == "memory":
