@@ -59,6 +59,27 @@ class _Formatter(logging.Formatter):
         return f"{t}.{int(record.msecs):03d}Z"
 
 
+class _LogFile(logging.FileHandler):
+    """``--log-file``: a write failure (disk full...) is reported once in one line on
+    stderr, never as a logging traceback; the crawl goes on (the log is not its output)."""
+
+    failed = False
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        if not self.failed:
+            self.failed = True
+            exc = sys.exc_info()[1]
+            cause = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            print(f"skitter: warning: cannot write log file {self.baseFilename}: {cause}; "
+                  "no more log lines go there", file=sys.stderr)  # fmt: skip
+
+    def close(self) -> None:
+        try:
+            super().close()
+        except OSError:
+            pass  # the lines it still held are lost, as the warning said
+
+
 def setup_logging(
     verbose: bool = False, log_file: str | None = None, process_index: int = 0
 ) -> None:
@@ -86,7 +107,7 @@ def setup_logging(
     root.addHandler(err)
     level = logging.INFO if verbose else logging.WARNING
     if log_file:
-        fh = logging.FileHandler(log_file, encoding="utf-8", delay=False)
+        fh = _LogFile(log_file, encoding="utf-8", delay=False)
         fh.setLevel(logging.INFO)
         fh.setFormatter(formatter)
         root.addHandler(fh)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 import sys
 from pathlib import Path
@@ -78,6 +79,7 @@ async def test_unreachable_seed_exits_4_with_cause_soon(
             "--timeout", "1",
             "--delay", "0",
             "--processes", processes,
+            "-v",
             timeout=45,
         )  # fmt: skip
     finally:
@@ -89,6 +91,12 @@ async def test_unreachable_seed_exits_4_with_cause_soon(
             await server.wait_closed()
     assert rc == 4, err
     assert "no seed got any HTTP response" in err and "Traceback" not in err
+    # -v: the politeness decision, with the --retries backoff (2 s), not --robots-retry
+    assert re.search(
+        r"INFO p[01] backoff \S+: \S+ retried in 2\.00 s after robots\.txt unreachable "
+        r"\(attempt 1 failed\)",
+        err,
+    ), err
     (rec,) = records(out)
     assert rec["status"] is None and rec["error"] == "robots_unreachable"
     detail = str(rec["error_detail"])

@@ -362,3 +362,30 @@ def test_random_wait_and_max_redirects_flags_reach_settings(tmp_path: Path) -> N
     s = settings_from_args(args)
     assert s.politeness.random_wait is True and s.fetch.max_redirects == 3
     assert s.max_time_s == 7200.0
+
+
+# --------------------------------------------------------- fault 1: a log file that fills up
+
+
+def test_log_file_write_failure_is_one_warning(capsys: pytest.CaptureFixture[str]) -> None:
+    import logging
+
+    from skitter.logs import log_request, setup_logging
+
+    if not Path("/dev/full").exists():
+        pytest.fail("/dev/full is needed (it fails every write with ENOSPC)")
+    setup_logging(False, "/dev/full")
+    try:
+        log_request("GET", "http://a.test/", 200, 10, 0.01, 1)
+        log_request("GET", "http://a.test/b", 200, 10, 0.01, 1)
+        logging.getLogger("skitter").warning("still here")
+    finally:
+        setup_logging(False, None)
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "Logging error" not in err
+    warn = [x for x in err.splitlines() if "cannot write log file" in x]
+    assert warn == [
+        "skitter: warning: cannot write log file /dev/full: No space left on device; "
+        "no more log lines go there"
+    ]
+    assert "WARNING p0 still here" in err  # stderr logging goes on
