@@ -18,6 +18,7 @@ to stdout, which carries reports only.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import time
@@ -74,10 +75,9 @@ class _LogFile(logging.FileHandler):
                   "no more log lines go there", file=sys.stderr)  # fmt: skip
 
     def close(self) -> None:
-        try:
+        # the lines it still held are lost, as the warning said
+        with contextlib.suppress(OSError):
             super().close()
-        except OSError:
-            pass  # the lines it still held are lost, as the warning said
 
 
 def setup_logging(
