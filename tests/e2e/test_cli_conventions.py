@@ -286,7 +286,11 @@ async def test_stats_line_when_stderr_is_not_a_terminal(site: Site, tmp_path: Pa
     )  # fmt: skip
     assert rc == 0, err
     stats = [x for x in err.splitlines() if x.startswith("skitter: stats: ")]
-    assert stats and all(" pages (" in x and " queued, " in x and " errors" in x for x in stats)
+    line = re.compile(
+        r"^skitter: stats: \d+ pages? \([\d.]+ pages/s\), \d+ queued, \d+ in flight, "
+        r"\d+ errors?$"
+    )
+    assert stats and all(line.match(x) for x in stats), stats
     rc, _, err = await arun_cli(
         "crawl", site.url(A, "/0"), "--out", str(tmp_path / "o2"),
         "--resolve", f"{A}:{site.port}:127.0.0.1", "--resolve-only",
