@@ -185,8 +185,14 @@ class Crawler:
             if exc is None:
                 await self._close_components()
             else:
-                with contextlib.suppress(OSError, SkitterError):
-                    await self._close_components()
+                # best effort after a failure: the error already said what failed, so the
+                # follow-on warnings of closing on a full disk are not repeated
+                logging.disable(logging.WARNING)
+                try:
+                    with contextlib.suppress(OSError, SkitterError):
+                        await self._close_components()
+                finally:
+                    logging.disable(logging.NOTSET)
 
     @property
     def components(self) -> Components:

@@ -511,6 +511,9 @@ class SqliteFrontier(_CoreFrontier):
             self._closed = True
             if isinstance(e, StateError):
                 raise
+            err = _db_error(e, path)
+            if isinstance(err, OutputError):
+                raise err from e  # the disk is full (or failing): not a bad frontier
             raise FrontierError(f"cannot open frontier {path!r}: {e}") from e
 
     @classmethod
