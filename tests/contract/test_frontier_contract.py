@@ -1,4 +1,5 @@
-"""The frontier contract: one suite run over every backend (memory, sqlite).
+"""The frontier contract: one suite run over every backend (memory, sqlite, and the routing
+frontier of ``--processes`` with one process owning every host).
 
 Time is a fake clock: plain floats passed as ``now``; nothing sleeps.
 """
@@ -20,21 +21,33 @@ from skitter.frontier import (
     SqliteFrontier,
 )
 from skitter.frontier.base import _HostKeys
+from skitter.frontier.routing import RoutingFrontier
 from skitter.models import Hop, Lease, Request
+from skitter.sharding import Handoff
 from skitter.urls import host_key
 
 Factory = Callable[..., Awaitable[Frontier]]
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "routing"])
 async def make(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Factory]:
     """A factory ``await make(host_concurrency=1, lease_ttl_s=300.0)`` for the backend."""
     opened: list[Frontier] = []
+    handoffs: list[Handoff] = []
 
     async def factory(host_concurrency: int = 1, lease_ttl_s: float = 300.0) -> Frontier:
         f: Frontier
         if request.param == "memory":
             f = MemoryFrontier(host_concurrency=host_concurrency, lease_ttl_s=lease_ttl_s)
+        elif request.param == "routing":  # --processes with one process owning every host
+            local = await SqliteFrontier.open(
+                str(tmp_path / f"frontier{len(opened)}.db"),
+                host_concurrency=host_concurrency,
+                lease_ttl_s=lease_ttl_s,
+            )
+            handoff = Handoff(tmp_path / f"crawl{len(opened)}", 0, 1)
+            handoffs.append(handoff)
+            f = RoutingFrontier(local, handoff)
         else:
             f = await SqliteFrontier.open(
                 str(tmp_path / f"frontier{len(opened)}.db"),
@@ -47,6 +60,8 @@ async def make(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[
     yield factory
     for f in opened:
         await f.aclose()
+    for h in handoffs:
+        h.close()
 
 
 @pytest.fixture

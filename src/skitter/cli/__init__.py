@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from skitter import __version__
-from skitter.cli import check_links, crawl, extract, fetch, graph, index
+from skitter.cli import check_links, crawl, extract, fetch, graph, index, merge
 from skitter.cli.common import Parser, os_error_line, settings_from_args
 from skitter.cli.config import apply_config
 from skitter.errors import ConfigError
@@ -34,6 +34,7 @@ COMMANDS: dict[str, ModuleType] = {
     "extract": extract,
     "index": index,
     "graph": graph,
+    "merge": merge,
 }
 
 
