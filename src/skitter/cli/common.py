@@ -18,6 +18,7 @@ from skitter.settings import (
 
 __all__ = [
     "EXIT_CODES",
+    "NotAFolderFlag",
     "Parser",
     "add_common_flags",
     "add_out_folder_flag",
@@ -388,7 +389,7 @@ def add_common_flags(c: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     return g
 
 
-class _NotAFolderFlag(argparse.Action):
+class NotAFolderFlag(argparse.Action):
     """``-o``/``--output`` on a command whose output is a folder: a one-line hint."""
 
     def __call__(self, parser: argparse.ArgumentParser, *_: Any, **__: Any) -> None:
@@ -400,7 +401,7 @@ def add_out_folder_flag(c: argparse.ArgumentParser, help_text: str, required: bo
     ``-o/--output FILE`` is a file. A command without a file output gets a hidden ``-o``
     that says so in one line."""
     c.add_argument("--out", metavar="DIR", required=required, help=help_text)
-    c.add_argument("-o", "--output", nargs="?", action=_NotAFolderFlag, help=argparse.SUPPRESS)
+    c.add_argument("-o", "--output", nargs="?", action=NotAFolderFlag, help=argparse.SUPPRESS)
 
 
 def read_seeds(args: argparse.Namespace) -> list[str]:
