@@ -107,6 +107,10 @@ def lease_policy(settings: CrawlSettings, clock: Callable[[], float]) -> LeasePo
     if not settings.extract_links:
         return FetchPolicy()
     if not settings.check_links:
+        if settings.quality.since_dir:  # a recrawl: conditional requests (skitter.recrawl)
+            from skitter.recrawl import RecrawlPolicy, load_previous
+
+            return RecrawlPolicy(load_previous(settings.quality.since_dir))
         return LeasePolicy()
     seeds = [u for u in (canonicalize(s) for s in settings.seeds) if u is not None]
     policy = CheckPolicy(settings, seeds, clock=clock)

@@ -22,19 +22,23 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from skitter.context import CrawlContext, RobotsNotes
+from skitter.duplicates import DuplicateStage
 from skitter.errors import FetchError, HookError, OutputError, SkitterError
 from skitter.events import CrawlHooks
 from skitter.lease_policy import LeasePolicy
-from skitter.models import Lease, Response
+from skitter.models import Lease, Request, Response
 from skitter.peers import Alone, Peers
 from skitter.recovery import reconcile
+from skitter.recrawl import RecrawlPolicy
 from skitter.reporting import build_report, write_report
 from skitter.settings import CrawlSettings
+from skitter.sitemap_phase import read_sitemaps
 from skitter.state import CHECKPOINT_FILE, atomic_write_json
 from skitter.stats import Stats, StatsSnapshot
 from skitter.traps import TrapGuard
@@ -97,6 +101,12 @@ class Crawler:
         self._stats = Stats()
         self._traps = TrapGuard(settings.scope)
         self._notes = RobotsNotes()
+        q = settings.quality
+        if settings.check_links:  # link checking judges links, not content
+            q = replace(q, dedup="off", sitemaps="off", sitemap_urls=(), order="bfs")
+        elif not settings.extract_links:  # skitter fetch: the seeds only
+            q = replace(q, sitemaps="off", sitemap_urls=(), order="bfs")
+        self._quality = q
         self._ctx: CrawlContext | None = None
         self._worker: Worker | None = None
         self._inflight: set[asyncio.Task[None]] = set()
@@ -138,6 +148,9 @@ class Crawler:
             policy=self.policy,
             peers=peers,
             robots_notes=self._notes,
+            quality=self._quality,
+            dups=DuplicateStage(self._quality),
+            recrawl=self.policy.recrawl if isinstance(self.policy, RecrawlPolicy) else None,
         )
         self._worker = Worker(ctx)
         try:
@@ -269,6 +282,10 @@ class Crawler:
         self._started = time.monotonic()
         self._last_checkpoint = self._last_report = self._started
         await worker.add_seeds([*self.settings.seeds, *seeds])
+        if ctx.recrawl is not None:  # every previous page is asked again
+            prev = [p for p in ctx.recrawl.revisits() if not peers.is_foreign(p.url)]
+            await ctx.add([Request(url=p.url, depth=p.depth) for p in prev])
+        await read_sitemaps(ctx, worker, self._checkpoint)
         limit = self.settings.politeness.concurrency
         max_pages = self.settings.max_pages
         max_time = self.settings.max_time_s
@@ -385,6 +402,7 @@ class Crawler:
             "traps": ctx.traps.to_state(),
             "robots": c.robots.to_state(),
             "robots_notes": ctx.robots_notes.to_state(),
+            **({"duplicates": ctx.dups.to_state()} if ctx.dups is not None else {}),
             **self.peers.checkpoint_state(),
         }
         await c.frontier.flush()

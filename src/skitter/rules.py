@@ -35,6 +35,7 @@ class Decision(StrEnum):
     URL_LENGTH = "url_length"
     LIMIT = "limit"
     TRAP = "trap"
+    DUPLICATE = "duplicate"
 
 
 def _compile(patterns: Sequence[str], what: str) -> tuple[re.Pattern[str], ...]:

@@ -23,6 +23,7 @@ __all__ = [
     "CrawlSettings",
     "FetchSettings",
     "PolitenessSettings",
+    "QualitySettings",
     "ScopeSettings",
 ]
 
@@ -278,6 +279,42 @@ class ScopeSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class QualitySettings:
+    """Duplicate pages, sitemaps and fetch order (:mod:`skitter.dedup`,
+    :mod:`skitter.sitemaps`, ``Frontier.note_inlinks``).
+
+    Attributes:
+        dedup: "off", "exact" (same decoded body) or "near" (also SimHash within
+            ``near_dup_distance`` bits, HTML only).
+        near_dup_distance: Hamming distance (bits of 64) that counts as a near duplicate.
+        max_duplicate_ratio: a host whose share of duplicate pages passes this (after
+            ``duplicate_ratio_min_pages`` pages) gets no more links queued ("trap");
+            None = off.
+        duplicate_ratio_min_pages: pages of a host recorded before the ratio applies.
+        sitemaps: "robots" (the Sitemap lines of robots.txt), "also" (and ``/sitemap.xml``),
+            "only" (sitemap entries and seeds only: page links are not followed), "off".
+        sitemap_urls: extra sitemap URLs (``--sitemap``), read whatever ``sitemaps`` says
+            unless "off".
+        max_sitemap_bytes: decoded size cap of one sitemap file (bytes).
+        max_sitemap_depth: index nesting read below a root sitemap.
+        order: "bfs" (by depth) or "inlinks" (within a host, URLs linked from more distinct
+            other hosts first).
+        since_dir: a previous crawl folder to recrawl (:mod:`skitter.recrawl`), or None.
+    """
+
+    dedup: str = "exact"
+    near_dup_distance: int = 3
+    max_duplicate_ratio: float | None = 0.5
+    duplicate_ratio_min_pages: int = 50
+    sitemaps: str = "robots"
+    sitemap_urls: tuple[str, ...] = ()
+    max_sitemap_bytes: int = 50 * 1024 * 1024
+    max_sitemap_depth: int = 5
+    order: str = "bfs"
+    since_dir: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class CrawlSettings:
     """Everything one crawl needs.
 
@@ -302,6 +339,7 @@ class CrawlSettings:
             in ``anchors.jsonl`` so that ``page#name`` links can be checked.
         processes: crawler processes, each owning the hosts that hash to it
             (:mod:`skitter.processes`; run by the command line). 1 = this process only.
+        quality: duplicate pages, sitemaps, fetch order (:class:`QualitySettings`).
         extract_links: parse HTML pages for links (False = ``skitter fetch``: pages are
             fetched, archived and recorded, never parsed; only redirects are followed).
         max_time_s: stop cleanly (resumable, ``stop_reason`` "max_time") after this many
@@ -327,6 +365,7 @@ class CrawlSettings:
     check_resources: bool = False
     check_fragments: bool = False
     processes: int = 1
+    quality: QualitySettings = field(default_factory=QualitySettings)
     extract_links: bool = True
     max_time_s: float | None = None
 

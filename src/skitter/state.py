@@ -24,7 +24,13 @@ from typing import Any
 
 from skitter import __version__
 from skitter.errors import ConfigError, StateError
-from skitter.settings import CrawlSettings, FetchSettings, PolitenessSettings, ScopeSettings
+from skitter.settings import (
+    CrawlSettings,
+    FetchSettings,
+    PolitenessSettings,
+    QualitySettings,
+    ScopeSettings,
+)
 
 __all__ = [
     "FORMAT_VERSION",
@@ -48,6 +54,7 @@ COOKIES_FILE = "cookies.json"
 PAGES_FILE = "pages.jsonl"
 LINKS_FILE = "links.tsv"
 REPORT_FILE = "report.json"
+SITEMAPS_FILE = "sitemaps.json"
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
@@ -119,11 +126,12 @@ def settings_from_dict(data: dict[str, Any]) -> CrawlSettings:
     result: CrawlSettings = replace(
         _build(
             CrawlSettings,
-            {k: v for k, v in data.items() if k not in ("fetch", "politeness", "scope")},
+            {k: v for k, v in data.items() if k not in ("fetch", "politeness", "scope", "quality")},
         ),
         fetch=fetch_s,
         politeness=_build(PolitenessSettings, data.get("politeness", {})),
         scope=_build(ScopeSettings, data.get("scope", {})),
+        quality=_build(QualitySettings, data.get("quality", {})),
     )
     return result
 
@@ -201,6 +209,9 @@ FIXED_ON_RESUME = (
     ("max-segment-repeats", lambda s: s.scope.max_segment_repeats),
     ("ignore-robots", lambda s: s.politeness.ignore_robots),
     ("frontier", lambda s: s.frontier),
+    ("dedup", lambda s: s.quality.dedup),
+    ("sitemaps", lambda s: s.quality.sitemaps),
+    ("sitemap", lambda s: tuple(s.quality.sitemap_urls)),
     ("processes", lambda s: s.processes),
 )
 

@@ -26,7 +26,7 @@ import asyncio
 import os
 import ssl
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -282,7 +282,9 @@ class AiohttpFetcher:
 
     # ------------------------------------------------------------------ fetching
 
-    def _request_headers(self, request: Request) -> CIMultiDict[str]:
+    def _request_headers(
+        self, request: Request, extra: Sequence[tuple[str, str]] = ()
+    ) -> CIMultiDict[str]:
         s = self.settings
         headers: CIMultiDict[str] = CIMultiDict()
         headers["User-Agent"] = s.user_agent
@@ -298,6 +300,8 @@ class AiohttpFetcher:
                 headers.add(name, value)
         if request.referer:
             headers["Referer"] = request.referer
+        for name, value in extra:
+            headers[name] = value
         return headers
 
     async def fetch(
@@ -307,6 +311,7 @@ class AiohttpFetcher:
         method: str = "GET",
         max_body_bytes: int | None = None,
         truncate: bool = False,
+        headers: Sequence[tuple[str, str]] = (),
     ) -> Response:
         """Fetch ``request.url`` once (no redirects followed) and return the response.
 
@@ -325,6 +330,8 @@ class AiohttpFetcher:
                 ``Response.truncated`` set (the connection is closed, not drained). For
                 files that are defined by their first N bytes, e.g. robots.txt
                 (RFC 9309 §2.5: parse at least the first 500 KiB).
+            headers: extra request headers for this request only (added after the
+                others, values sent as given: a recrawl's validators).
 
         Returns:
             :class:`~skitter.models.Response`: ``headers`` from the raw header bytes decoded
@@ -352,7 +359,7 @@ class AiohttpFetcher:
         deadline = asyncio.timeout(s.timeout_s)
         try:
             async with deadline:
-                return await self._fetch(request, method, cap, progress, start, truncate)
+                return await self._fetch(request, method, cap, progress, start, truncate, headers)
         except Exception as exc:
             if deadline.expired():
                 raise FetchTimeout(
@@ -373,6 +380,7 @@ class AiohttpFetcher:
         progress: _Progress,
         start: float,
         truncate: bool = False,
+        extra_headers: Sequence[tuple[str, str]] = (),
     ) -> Response:
         s = self.settings
         try:
@@ -388,7 +396,7 @@ class AiohttpFetcher:
         resp = await session.request(
             method,
             url,
-            headers=self._request_headers(request),
+            headers=self._request_headers(request, extra_headers),
             allow_redirects=False,
             proxy=s.proxy or None,
             trace_request_ctx=progress,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from skitter.models import Request, Response
@@ -20,6 +21,7 @@ class Fetcher(Protocol):
         method: str = "GET",
         max_body_bytes: int | None = None,
         truncate: bool = False,
+        headers: Sequence[tuple[str, str]] = (),
     ) -> Response:
         """Make one request and return the response of that single hop.
 
@@ -33,6 +35,8 @@ class Fetcher(Protocol):
             max_body_bytes: cap on the decoded body in bytes; None = the fetcher's default.
             truncate: return the first ``max_body_bytes`` bytes (``Response.truncated``
                 set) instead of raising ``BodyTooLarge`` (robots.txt, RFC 9309 §2.5).
+            headers: extra request headers for this request only, sent as given after
+                the others (e.g. a recrawl's ``If-None-Match`` / ``If-Modified-Since``).
 
         Returns:
             The response; HTTP 4xx/5xx are responses too, never exceptions.
