@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from skitter import __version__
 from skitter.checklinks import ANCHORS_FILE, AnchorsWriter, CheckPolicy
+from skitter.deadlines import DeadlineEstimator, DeadlineFetcher
 from skitter.errors import ConfigError, StateError
 from skitter.export.links import LinksWriter
 from skitter.export.pages import PagesWriter
 from skitter.export.warc import WarcWriter
 from skitter.fetch.aiohttp import AiohttpFetcher
+from skitter.fetch.base import Fetcher
 from skitter.frontier.base import Frontier
 from skitter.lease_policy import FetchPolicy, LeasePolicy
 from skitter.links import extract
@@ -31,6 +33,7 @@ from skitter.state import (
     prepare_new_out_dir,
     save_state,
 )
+from skitter.typefocus import Focus, NoFocus, focus_port
 from skitter.urls import canonicalize
 
 __all__ = ["Components", "build_components", "lease_policy"]
@@ -56,6 +59,12 @@ class Components:
     bot_token: str | None = None
     extract_resources: bool = False
     extract_ids: bool = False
+    #: file-type focus port (:mod:`skitter.typefocus`); the plain crawl by default.
+    focus: Focus = field(default_factory=NoFocus)
+    #: the fetcher for pages (type focus, adaptive deadlines); None = ``fetcher``.
+    page_fetcher: Fetcher | None = None
+    #: ``--timeout auto`` (:mod:`skitter.deadlines`), or None.
+    deadlines: DeadlineEstimator | None = None
 
     def extract(
         self, body: bytes, url: str, content_type: str | None, x_robots: Sequence[str]
@@ -97,6 +106,7 @@ class Components:
                     self.anchors.close()
                 if self.warc is not None:
                     self.warc.close()
+                self.focus.close()
 
 
 def lease_policy(settings: CrawlSettings, clock: Callable[[], float]) -> LeasePolicy:
@@ -191,6 +201,16 @@ async def build_components(
         clock=time.time,
         ignore=p.ignore_robots,
     )
+    focus = focus_port(settings)
+    f = settings.focus
+    deadlines = (
+        DeadlineEstimator(
+            settings.fetch.read_timeout_s,
+            floor_s=min(f.timeout_floor_s, settings.fetch.read_timeout_s),
+        )
+        if f.timeout_auto
+        else None
+    )
     warc = (
         WarcWriter(
             str(warc_dir or out_dir),
@@ -216,4 +236,9 @@ async def build_components(
         bot_token=product_token(settings.fetch.user_agent),
         extract_resources=settings.check_links and settings.check_resources,
         extract_ids=settings.check_fragments,
+        focus=focus,
+        page_fetcher=focus.page_fetcher(
+            DeadlineFetcher(fetcher, deadlines) if deadlines else fetcher
+        ),
+        deadlines=deadlines,
     )

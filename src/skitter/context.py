@@ -99,7 +99,11 @@ class CrawlContext:
         if self.recrawl is not None:
             self.recrawl.note(rec.url, rec.status, rec.sha1)
         first = rec.redirects[0].status if rec.redirects else None
-        verdict = record_verdict(rec.status, rec.error, rec.error_detail, first)
+        verdict = (
+            "excluded"  # a decision of the file-type focus, not a failure
+            if rec.error == "rejected_type"
+            else record_verdict(rec.status, rec.error, rec.error_detail, first)
+        )
         self.stats.count_record(host, rec.depth, rec.status, rec.error, rec.bytes, verdict)
 
     async def add(

@@ -27,6 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from skitter.autotune import AutoLimit, FixedLimit, concurrency_limit
 from skitter.context import CrawlContext, RobotsNotes
 from skitter.duplicates import DuplicateStage
 from skitter.errors import FetchError, HookError, OutputError, SkitterError
@@ -76,6 +77,8 @@ class Crawler:
             :class:`skitter.shard_peers.ShardPeers`).
         policy: the mode's lease policy (default: :func:`skitter.build.lease_policy` of
             ``settings``; link checking: :class:`skitter.checklinks.CheckPolicy`).
+        limit: the limit on fetches in flight (default:
+            :func:`skitter.autotune.concurrency_limit` of ``settings``).
 
     Raises (on enter): :class:`skitter.errors.StateError` for an unusable output folder,
     :class:`skitter.errors.ConfigError` for bad settings.
@@ -89,6 +92,7 @@ class Crawler:
         clock: Callable[[], float] = time.time,
         peers: Peers | None = None,
         policy: LeasePolicy | None = None,
+        limit: FixedLimit | AutoLimit | None = None,
     ) -> None:
         from skitter.build import lease_policy
 
@@ -98,6 +102,9 @@ class Crawler:
         self.clock = clock
         self.out_dir = Path(settings.out_dir)
         self.policy: LeasePolicy = policy if policy is not None else lease_policy(settings, clock)
+        # fetches in flight: --concurrency N or auto (skitter.autotune)
+        self.limit = limit if limit is not None else concurrency_limit(settings)
+        self._peak = 0
         self._stats = Stats()
         self._traps = TrapGuard(settings.scope)
         self._notes = RobotsNotes()
@@ -286,11 +293,12 @@ class Crawler:
             prev = [p for p in ctx.recrawl.revisits() if not peers.is_foreign(p.url)]
             await ctx.add([Request(url=p.url, depth=p.depth) for p in prev])
         await read_sitemaps(ctx, worker, self._checkpoint)
-        limit = self.settings.politeness.concurrency
+        limit = self.limit
         max_pages = self.settings.max_pages
         max_time = self.settings.max_time_s
         await peers.start(ctx.stats.ok)
         peers_task = asyncio.create_task(peers.run())
+        limit_task = asyncio.create_task(limit.run(self._take_peak, self.wake))
         try:
             while True:
                 if self._stopping:
@@ -302,7 +310,7 @@ class Crawler:
                     self._stop_reason = "max_time"  # in-flight requests finish, then resumable
                     break
                 lease: Lease | None = None
-                room = len(inflight) < limit
+                room = len(inflight) < limit.value
                 if room and max_pages is not None:
                     room = peers.reserve(ctx.stats.ok, len(inflight), max_pages)
                 if room:
@@ -313,6 +321,7 @@ class Crawler:
                     peers.leased()
                     task = asyncio.create_task(self._guarded(worker, lease))
                     inflight.add(task)
+                    self._peak = max(self._peak, len(inflight))
                     task.add_done_callback(self._task_done)
                     continue
                 if not inflight:
@@ -339,7 +348,8 @@ class Crawler:
                     t.cancel()
                 await asyncio.gather(*inflight, return_exceptions=True)
             peers_task.cancel()
-            await asyncio.gather(peers_task, return_exceptions=True)
+            limit_task.cancel()
+            await asyncio.gather(peers_task, limit_task, return_exceptions=True)
             if self._fatal is None:
                 await self._checkpoint()
                 self._write_report()
@@ -351,6 +361,11 @@ class Crawler:
         if self._fatal is not None:
             raise self._fatal
         return self.snapshot()
+
+    def _take_peak(self) -> int:
+        """Most requests in flight since the last call (then reset to the current count)."""
+        peak, self._peak = self._peak, len(self._inflight)
+        return peak
 
     def snapshot(self) -> StatsSnapshot:
         """Current statistics (records, statuses, errors, decisions, hosts, depths)."""
@@ -417,9 +432,10 @@ class Crawler:
     def report(self) -> dict[str, Any]:
         """The report.json document (:func:`skitter.reporting.build_report`): totals, robots
         decisions per host, trap drops, seeds."""
-        return build_report(
+        report = build_report(
             self._context, self.snapshot(), finished=self._finished, stop_reason=self.stop_reason
         )
+        return {**report, **self.limit.report_sections()}
 
     def _write_report(self) -> None:
         if self._ctx is None:

@@ -39,6 +39,7 @@ from skitter.state import (
     read_json,
 )
 from skitter.stats import Stats
+from skitter.typefocus import merged_sections
 from skitter.urls import host_key
 
 __all__ = [
@@ -179,7 +180,8 @@ def merge_sections(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
     merged report: ``robots`` per origin united (a later report's entry for an origin
     replaces an earlier one), ``traps`` counts summed with their first 100 URLs, the
     ``duplicates`` and ``sitemaps`` blocks (and ``recrawl`` when any report has one) merged by
-    :func:`skitter.duplicates.merge_blocks`. Used by the coordinator and by
+    :func:`skitter.duplicates.merge_blocks`, the ``focus``, ``concurrency`` and ``timeouts``
+    sections by :func:`skitter.typefocus.merged_sections`. Used by the coordinator and by
     :func:`merge_folders`."""
     robots: dict[str, Any] = {}
     traps: dict[str, dict[str, Any]] = {}
@@ -194,6 +196,7 @@ def merge_sections(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
         sections[key] = merge_blocks(rep.get(key) for rep in reports)
     if any(rep.get("recrawl") for rep in reports):
         sections["recrawl"] = merge_blocks(rep.get("recrawl") for rep in reports)
+    sections.update(merged_sections(list(reports)))
     return sections
 
 

@@ -51,6 +51,8 @@ def build_report(
         "sitemaps": ctx.sitemap_stats or {"mode": ctx.quality.sitemaps},
         **({"recrawl": ctx.recrawl.report()} if ctx.recrawl is not None else {}),
         "seeds": list(ctx.settings.seeds),
+        **ctx.components.focus.report_sections(ctx.stats.by_focus),
+        **(d.report_sections() if (d := ctx.components.deadlines) is not None else {}),
     }
 
 

@@ -36,6 +36,7 @@ class Decision(StrEnum):
     LIMIT = "limit"
     TRAP = "trap"
     DUPLICATE = "duplicate"
+    TYPE = "type"  # path extension not wanted (skitter.typefocus)
 
 
 def _compile(patterns: Sequence[str], what: str) -> tuple[re.Pattern[str], ...]:

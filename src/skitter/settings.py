@@ -22,6 +22,7 @@ __all__ = [
     "SCOPES",
     "CrawlSettings",
     "FetchSettings",
+    "FocusSettings",
     "PolitenessSettings",
     "QualitySettings",
     "ScopeSettings",
@@ -315,6 +316,36 @@ class QualitySettings:
 
 
 @dataclass(frozen=True, slots=True)
+class FocusSettings:
+    """File-type focus and self-tuning (:mod:`skitter.typefocus`, :mod:`skitter.autotune`).
+
+    Attributes:
+        accept_types, reject_types: media types or families (``image/*``), lower-case.
+        accept_exts, reject_exts: URL path extensions without the dot, lower-case.
+        save_files: folder where accepted bodies are written (wget ``-x``), or None.
+        concurrency_auto: tune the fetches in flight (``--concurrency auto``), up to
+            ``PolitenessSettings.concurrency``.
+        cpu_target: share of one core the process may use before concurrency is lowered.
+        max_memory_bytes: resident memory above which concurrency is lowered; None = a
+            quarter of the machine.
+        timeout_auto: per-host idle-read deadline from observed response times
+            (``--timeout auto``); ``FetchSettings.timeout_s`` stays the hard cap.
+        timeout_floor_s: the shortest adaptive idle-read deadline, seconds.
+    """
+
+    accept_types: tuple[str, ...] = ()
+    reject_types: tuple[str, ...] = ()
+    accept_exts: tuple[str, ...] = ()
+    reject_exts: tuple[str, ...] = ()
+    save_files: str | None = None
+    concurrency_auto: bool = False
+    cpu_target: float = 0.85
+    max_memory_bytes: int | None = None
+    timeout_auto: bool = False
+    timeout_floor_s: float = 3.0
+
+
+@dataclass(frozen=True, slots=True)
 class CrawlSettings:
     """Everything one crawl needs.
 
@@ -342,6 +373,7 @@ class CrawlSettings:
         quality: duplicate pages, sitemaps, fetch order (:class:`QualitySettings`).
         extract_links: parse HTML pages for links (False = ``skitter fetch``: pages are
             fetched, archived and recorded, never parsed; only redirects are followed).
+        focus: file-type focus, ``--save-files``, adaptive concurrency and timeouts.
         max_time_s: stop cleanly (resumable, ``stop_reason`` "max_time") after this many
             seconds of crawling in this session; None = no limit.
 
@@ -367,6 +399,7 @@ class CrawlSettings:
     processes: int = 1
     quality: QualitySettings = field(default_factory=QualitySettings)
     extract_links: bool = True
+    focus: FocusSettings = field(default_factory=FocusSettings)
     max_time_s: float | None = None
 
     def __post_init__(self) -> None:

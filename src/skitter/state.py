@@ -27,6 +27,7 @@ from skitter.errors import ConfigError, StateError
 from skitter.settings import (
     CrawlSettings,
     FetchSettings,
+    FocusSettings,
     PolitenessSettings,
     QualitySettings,
     ScopeSettings,
@@ -126,8 +127,13 @@ def settings_from_dict(data: dict[str, Any]) -> CrawlSettings:
     result: CrawlSettings = replace(
         _build(
             CrawlSettings,
-            {k: v for k, v in data.items() if k not in ("fetch", "politeness", "scope", "quality")},
+            {
+                k: v
+                for k, v in data.items()
+                if k not in ("fetch", "politeness", "scope", "quality", "focus")
+            },
         ),
+        focus=_build(FocusSettings, data.get("focus", {})),
         fetch=fetch_s,
         politeness=_build(PolitenessSettings, data.get("politeness", {})),
         scope=_build(ScopeSettings, data.get("scope", {})),

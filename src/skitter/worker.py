@@ -97,6 +97,8 @@ class Worker:
         self.ctx = ctx
         self._ip_sems: dict[str, asyncio.Semaphore] = {}
         self._host_last_end: dict[str, float] = {}
+        # pages: the file-type focus and adaptive deadlines wrap the fetcher (skitter.build)
+        self._page_fetcher = ctx.components.page_fetcher or ctx.components.fetcher
 
     async def add_seeds(self, seeds: Sequence[str]) -> None:
         """Queue the seed URLs (canonicalised; invalid or non-HTTP ones are ignored with a
@@ -307,7 +309,7 @@ class Worker:
         try:
             async with self._ip_slot(req.url):
                 resp = await policy.fetch(
-                    logged(c.fetcher, attempts),
+                    logged(self._page_fetcher, attempts),
                     req,
                     host,
                     functools.partial(self._pause, host, crawl_delay),
@@ -333,8 +335,8 @@ class Worker:
             return
         end = self.ctx.clock()
         self._host_last_end[host] = end
-        verdict = self._judge_content(req, host, resp)
-        if c.warc is not None and not req.check_only:
+        verdict = self._judge_content(req, host, resp)  # a dropped (empty) body: no verdict
+        if c.warc is not None and not req.check_only and c.focus.archive(req.url, resp):
             self._archive(req, resp, verdict)
         gap = self.gap_s(crawl_delay)
         self.log_gap(host, gap, crawl_delay)
@@ -489,6 +491,8 @@ class Worker:
             )
             rows.extend(new_rows)
             decisions.update(new_decisions)
+        # the focus port counts and saves the response (before its record: crash-safe)
+        dropped = c.focus.outcome(req, resp, self.ctx.stats.by_focus)
         rec = PageRecord(
             url=req.requested_url,
             final_url=req.url,
@@ -501,8 +505,8 @@ class Worker:
             elapsed_s=resp.elapsed_s,
             attempts=attempts,
             redirects=list(req.redirects),
-            error=None,
-            error_detail=detail,
+            error=dropped[0] if dropped else None,
+            error_detail=dropped[1] if dropped else detail,
             duplicate=dup.kind if (dup := verdict and verdict.duplicate) else None,
             duplicate_of=dup.of if dup else None,
             simhash=verdict.simhash if verdict is not None else None,
@@ -541,6 +545,8 @@ class Worker:
         policy = self.ctx.policy
         check = policy.check_only_for if policy.rejudges_links else None
         link_filter = self.ctx.hooks.link_filter
+        focus = c.focus
+        type_ok = focus.link_allowed if focus.filters_links else None
         queued, seen_v = Decision.QUEUED, Decision.SEEN.value
         child_depth = req.depth + 1
         is_seed_page = req.depth == 0 and not req.redirects
@@ -573,6 +579,8 @@ class Worker:
                 )
                 if not keep:
                     decision = Decision.SCOPE
+            if decision is queued and type_ok is not None and canon and not type_ok(canon):
+                decision = Decision.TYPE
             dec = decision.value
             if decision is queued and canon is not None and cut and host_key(canon) in cut:
                 dec = Decision.TRAP.value  # its host serves mostly duplicates

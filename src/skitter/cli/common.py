@@ -9,6 +9,7 @@ import re
 from dataclasses import replace
 from typing import Any, NoReturn
 
+from skitter.cli.focus_flags import AutoOr, focus_from_args
 from skitter.errors import ConfigError, OutputError
 from skitter.settings import (
     CrawlSettings,
@@ -297,7 +298,9 @@ def add_common_flags(c: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     )
     g.add_argument("--host-concurrency", type=at_least_one, metavar="N", help="default: 1")
     g.add_argument("--ip-concurrency", type=at_least_one, metavar="N", help="default: 4")
-    g.add_argument("--concurrency", type=at_least_one, metavar="N", help="default: 64")
+    g.add_argument(
+        "--concurrency", action=AutoOr, number=at_least_one, metavar="N|auto", help="default: 64"
+    )
     g.add_argument(
         "--retries",
         type=positive_int,
@@ -321,9 +324,10 @@ def add_common_flags(c: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     g = c.add_argument_group("fetching")
     g.add_argument(
         "--timeout",
-        type=deadline,
-        metavar="SECONDS",
-        help="whole-fetch deadline, default 30",
+        action=AutoOr,
+        number=deadline,
+        metavar="SECONDS|auto",
+        help="whole-fetch deadline, default 30 (auto: per-host read deadline, this the cap)",
     )
     g.add_argument(
         "--max-redirects",
@@ -502,7 +506,7 @@ def settings_from_args(
         ),
         max_segment_repeats=pick("max_segment_repeats", sc.max_segment_repeats),
     )
-    return CrawlSettings(
+    settings = CrawlSettings(
         out_dir=a["out"],
         seeds=tuple(seeds),
         fetch=fetch,
@@ -520,7 +524,9 @@ def settings_from_args(
         processes=pick("processes", b.processes),
         max_time_s=pick("max_time", b.max_time_s),
         extract_links=b.extract_links,
+        focus=b.focus,
     )
+    return focus_from_args(args, settings)
 
 
 def os_error_line(exc: OSError) -> str:

@@ -22,6 +22,7 @@ from skitter.cli.common import (
     settings_from_args,
     summary_lines,
 )
+from skitter.cli.focus_flags import add_focus_flags
 from skitter.cli.progress import Progress, crawl_line, run_crawler, stats_line
 from skitter.cli.quality_flags import add_quality_flags, quality_from_args
 from skitter.crawler import Crawler
@@ -75,6 +76,7 @@ def add_parser(sub: Any) -> None:
         "(levels/NNNN/ in --out; one process)",
     )
     out = add_common_flags(c)
+    add_focus_flags(c)
     out.add_argument("--no-warc", action="store_true", help="do not write WARC files")
     out.add_argument(
         "--processes",

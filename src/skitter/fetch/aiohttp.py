@@ -96,6 +96,8 @@ class _Progress:
     decoded_bytes: int = 0
     content_length: int | None = None
     chunked: bool = False
+    idle_s: float = 0.0  # the idle-read deadline of this fetch
+    keep_body: Callable[[int, tuple[tuple[str, str], ...]], bool] | None = None
 
 
 def _phase_setter(
@@ -312,6 +314,8 @@ class AiohttpFetcher:
         max_body_bytes: int | None = None,
         truncate: bool = False,
         headers: Sequence[tuple[str, str]] = (),
+        keep_body: Callable[[int, tuple[tuple[str, str], ...]], bool] | None = None,
+        read_timeout_s: float | None = None,
     ) -> Response:
         """Fetch ``request.url`` once (no redirects followed) and return the response.
 
@@ -332,6 +336,11 @@ class AiohttpFetcher:
                 (RFC 9309 §2.5: parse at least the first 500 KiB).
             headers: extra request headers for this request only (added after the
                 others, values sent as given: a recrawl's validators).
+            keep_body: called with (status, headers) when the headers arrive; False drops
+                the response there: its body is not read (the connection is closed) and
+                ``body``/``raw_body`` are empty (:mod:`skitter.typefocus`).
+            read_timeout_s: this fetch's idle-read deadline in seconds (None =
+                ``settings.read_timeout_s``; ``--timeout auto``: :mod:`skitter.autotune`).
 
         Returns:
             :class:`~skitter.models.Response`: ``headers`` from the raw header bytes decoded
@@ -354,7 +363,8 @@ class AiohttpFetcher:
         s = self.settings
         cap = s.max_body_bytes if max_body_bytes is None else max_body_bytes
         method = method.upper()
-        progress = _Progress()
+        progress = _Progress(keep_body=keep_body)
+        progress.idle_s = s.read_timeout_s if read_timeout_s is None else read_timeout_s
         start = self._clock()
         deadline = asyncio.timeout(s.timeout_s)
         try:
@@ -383,6 +393,7 @@ class AiohttpFetcher:
         extra_headers: Sequence[tuple[str, str]] = (),
     ) -> Response:
         s = self.settings
+        request_method = method
         try:
             url = URL(request.url, encoded=True)
         except (ValueError, TypeError) as exc:
@@ -400,11 +411,17 @@ class AiohttpFetcher:
             allow_redirects=False,
             proxy=s.proxy or None,
             trace_request_ctx=progress,
+            timeout=aiohttp.ClientTimeout(
+                total=None, sock_connect=s.connect_timeout_s, sock_read=progress.idle_s or None
+            ),
         )
         complete = False
         try:
             progress.phase = "body"
             headers = tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers)
+            keep = progress.keep_body
+            if keep is not None and not keep(resp.status, headers):
+                method = "HEAD"  # dropped on its headers: the body is not read (closed below)
             try:
                 raw, body, truncated = await self._read_body(
                     resp, headers, method, cap, progress, truncate
@@ -414,7 +431,8 @@ class AiohttpFetcher:
                 raise BodyTooLarge(
                     f"{exc.detail} (HTTP status {resp.status})", bytes_read=exc.bytes_read
                 ) from None
-            complete = not truncated  # a truncated body was not read to its end: close
+            # a truncated or dropped body was not read to its end: close
+            complete = not truncated and method == request_method
         finally:
             if complete:
                 resp.release()
@@ -490,7 +508,7 @@ class AiohttpFetcher:
         self, resp: ClientResponse, protocol: ResponseHandler | None, progress: _Progress
     ) -> bytes:
         """Next body chunk (b"" at the end), with an idle deadline of ``read_timeout_s``."""
-        idle_s = self.settings.read_timeout_s
+        idle_s = progress.idle_s
         if idle_s <= 0:  # no idle deadline configured
             return await resp.content.readany()
         waited = 0.0
@@ -538,7 +556,7 @@ class AiohttpFetcher:
             )
         if isinstance(exc, aiohttp.ServerTimeoutError):
             return FetchTimeout(
-                f"timeout (idle read): no data for {s.read_timeout_s:g} s "
+                f"timeout (idle read): no data for {progress.idle_s:g} s "
                 f"during {progress.phase}, {progress.raw_bytes} body bytes read",
                 bytes_read=n,
             )

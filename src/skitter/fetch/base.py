@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 from skitter.models import Request, Response
@@ -22,6 +22,8 @@ class Fetcher(Protocol):
         max_body_bytes: int | None = None,
         truncate: bool = False,
         headers: Sequence[tuple[str, str]] = (),
+        keep_body: Callable[[int, tuple[tuple[str, str], ...]], bool] | None = None,
+        read_timeout_s: float | None = None,
     ) -> Response:
         """Make one request and return the response of that single hop.
 
@@ -37,6 +39,9 @@ class Fetcher(Protocol):
                 set) instead of raising ``BodyTooLarge`` (robots.txt, RFC 9309 §2.5).
             headers: extra request headers for this request only, sent as given after
                 the others (e.g. a recrawl's ``If-None-Match`` / ``If-Modified-Since``).
+            keep_body: called with (status, headers) as they arrive; False: the body is
+                not read, the connection closed, ``body`` empty (file-type focus).
+            read_timeout_s: idle-read deadline of this fetch, seconds (None: the default).
 
         Returns:
             The response; HTTP 4xx/5xx are responses too, never exceptions.
