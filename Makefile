@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install sysdeps demo test test-fast lint bench bench-site clean
+.PHONY: install sysdeps shared demo test test-fast lint bench bench-site clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,10 +24,16 @@ sysdeps:
 demo: $(STAMP)
 	$(BIN)/python demo/run_demo.py
 
-test: $(STAMP) sysdeps
+# The tests read the team's shared material beside the checkout (WHATWG URL data, cases)
+SHARED := ../shared/data/urltestdata.json
+
+shared:
+	@test -f $(SHARED) || { echo "make: $(SHARED) not found: the tests need ../shared beside the repository (WHATWG URL test data)" >&2; exit 1; }
+
+test: $(STAMP) sysdeps shared
 	$(BIN)/pytest -q -p no:cacheprovider
 
-test-fast: $(STAMP) sysdeps
+test-fast: $(STAMP) sysdeps shared
 	$(BIN)/pytest -q -p no:cacheprovider -m "not slow"
 
 lint: $(STAMP)

@@ -18,10 +18,12 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 __all__ = [
+    "ConfigError",
     "CrawlHooks",
     "CrawlSettings",
     "Crawler",
     "FetchSettings",
+    "HookError",
     "PolitenessSettings",
     "ScopeSettings",
     "StatsSnapshot",
@@ -29,6 +31,8 @@ __all__ = [
 ]
 
 _LAZY = {
+    "ConfigError": "skitter.errors",
+    "HookError": "skitter.errors",
     "CrawlHooks": "skitter.events",
     "CrawlSettings": "skitter.settings",
     "Crawler": "skitter.crawler",
@@ -40,6 +44,7 @@ _LAZY = {
 
 if TYPE_CHECKING:
     from skitter.crawler import Crawler
+    from skitter.errors import ConfigError, HookError
     from skitter.events import CrawlHooks
     from skitter.settings import CrawlSettings, FetchSettings, PolitenessSettings, ScopeSettings
     from skitter.stats import StatsSnapshot

@@ -52,6 +52,17 @@ class RobotsNotes:
         if len(lst) < MAX_REPORTED_URLS:
             lst.append(url)
 
+    def to_state(self) -> dict[str, dict[str, list[str]]]:
+        """Serialisable form for the checkpoint (restored with :meth:`load_state`)."""
+        return {"blocked": dict(self.blocked), "unreachable": dict(self.unreachable)}
+
+    def load_state(self, data: dict[str, dict[str, list[str]]]) -> None:
+        """Take back the URLs of the earlier sessions (:meth:`to_state` output)."""
+        for name, where in (("blocked", self.blocked), ("unreachable", self.unreachable)):
+            for origin, urls in (data.get(name) or {}).items():
+                for url in urls:
+                    self.note(where, origin, str(url))
+
 
 @dataclass(slots=True, eq=False)
 class CrawlContext:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from skitter.autotune import AutoLimit, FixedLimit, concurrency_limit
 from skitter.context import CrawlContext, RobotsNotes
 from skitter.duplicates import DuplicateStage
+from skitter.errors import FetchError, HookError, OutputError, SkitterError
 from skitter.events import CrawlHooks
 from skitter.lease_policy import LeasePolicy
 from skitter.models import Lease, Request, Response
@@ -124,6 +125,8 @@ class Crawler:
         self._last_checkpoint = 0.0
         self._last_report = 0.0
         self._finished = False
+        #: an error that stops the crawl (output not writable, a hook with errors="stop")
+        self._fatal: BaseException | None = None
 
     @classmethod
     def from_settings(cls, settings: CrawlSettings, hooks: CrawlHooks | None = None) -> Crawler:
@@ -192,10 +195,26 @@ class Crawler:
         if self._ctx is None:
             return
         try:
-            await self._checkpoint()
-            self._write_report()
+            if exc is None:
+                await self._checkpoint()
+                self._write_report()
+            else:
+                # the crawl failed: save what can be saved, but let ``exc`` be the error
+                with contextlib.suppress(OSError, SkitterError):
+                    await self._checkpoint()
+                    self._write_report()
         finally:
-            await self._close_components()
+            if exc is None:
+                await self._close_components()
+            else:
+                # best effort after a failure: the error already said what failed, so the
+                # follow-on warnings of closing on a full disk are not repeated
+                logging.disable(logging.WARNING)
+                try:
+                    with contextlib.suppress(OSError, SkitterError):
+                        await self._close_components()
+                finally:
+                    logging.disable(logging.NOTSET)
 
     @property
     def components(self) -> Components:
@@ -215,8 +234,10 @@ class Crawler:
 
     @property
     def stop_reason(self) -> str:
-        """Why the crawl stopped: "finished", "max_pages", "interrupted", "aborted" or ""."""
-        return self._stop_reason or ("finished" if self._finished else "")
+        """Why the crawl stopped (report.json ``stop_reason``): "done" (the frontier ran
+        dry), "max_pages", "max_time", "interrupted" (a signal, :meth:`request_stop`,
+        :meth:`abort`, or a fatal error: resumable) or "" while running."""
+        return self._stop_reason or ("done" if self._finished else "")
 
     @property
     def finished(self) -> bool:
@@ -237,7 +258,7 @@ class Crawler:
 
     def abort(self) -> None:
         """Cancel the requests in flight (they are fetched again on resume)."""
-        self.request_stop("aborted")
+        self.request_stop("interrupted")
         for t in list(self._inflight):
             t.cancel()
 
@@ -255,6 +276,11 @@ class Crawler:
                 non-HTTP ones are ignored with a warning).
         Returns:
             The final statistics snapshot (also written to report.json).
+
+        Raises:
+            OutputError, OSError: an output or state file could not be written (the crawl
+                stops at once; what was recorded stays, and it can be resumed).
+            HookError: a hook raised and ``CrawlHooks(errors="stop")``.
         """
         ctx = self._context
         worker = self._worker
@@ -271,6 +297,7 @@ class Crawler:
         await read_sitemaps(ctx, worker, self._checkpoint)
         limit = self.limit
         max_pages = self.settings.max_pages
+        max_time = self.settings.max_time_s
         await peers.start(ctx.stats.ok)
         peers_task = asyncio.create_task(peers.run())
         limit_task = asyncio.create_task(limit.run(self._take_peak, self.wake))
@@ -280,6 +307,9 @@ class Crawler:
                     break
                 if max_pages is not None and peers.total_ok(ctx.stats.ok) >= max_pages:
                     self._stop_reason = "max_pages"
+                    break
+                if max_time is not None and time.monotonic() - self._started >= max_time:
+                    self._stop_reason = "max_time"  # in-flight requests finish, then resumable
                     break
                 lease: Lease | None = None
                 room = len(inflight) < limit.value
@@ -303,6 +333,8 @@ class Crawler:
                         break
                 await self._maybe_checkpoint()
                 timeout = 1.0
+                if max_time is not None:
+                    timeout = max(0.0, min(timeout, self._started + max_time - time.monotonic()))
                 if room:
                     nra = await frontier.next_ready_at()
                     if nra is not None:
@@ -320,8 +352,16 @@ class Crawler:
             peers_task.cancel()
             limit_task.cancel()
             await asyncio.gather(peers_task, limit_task, return_exceptions=True)
-            await self._checkpoint()
-            self._write_report()
+            if self._fatal is None:
+                await self._checkpoint()
+                self._write_report()
+            else:
+                # best effort: the disk may still be full; the last checkpoint stays valid
+                with contextlib.suppress(OSError, SkitterError):
+                    await self._checkpoint()
+                    self._write_report()
+        if self._fatal is not None:
+            raise self._fatal
         return self.snapshot()
 
     def _take_peak(self) -> int:
@@ -338,12 +378,20 @@ class Crawler:
         self._wake.set()
         self.peers.publish(self.stats.ok, len(self._inflight))
 
-    @staticmethod
-    async def _guarded(worker: Worker, lease: Lease) -> None:
+    async def _guarded(self, worker: Worker, lease: Lease) -> None:
         try:
             await worker.process(lease)
         except asyncio.CancelledError:
             raise
+        except (OutputError, HookError, OSError) as exc:
+            if isinstance(exc, FetchError):  # a fetch failure that escaped: a bug
+                log.exception("internal error while processing %s", lease.request.url)
+                return
+            # the output cannot be written, or a hook asked to stop: stop now; the lease
+            # stays unacked (fetched again on resume) and run() raises the error
+            if self._fatal is None:
+                self._fatal = exc
+            self.abort()
         except Exception:
             # A bug must not kill the crawl: log it and leave the lease to expire (retried).
             log.exception("internal error while processing %s", lease.request.url)
@@ -369,6 +417,8 @@ class Crawler:
             "links_offset": c.links.offset(),
             "stats": ctx.stats.to_state(self._elapsed()),
             "traps": ctx.traps.to_state(),
+            "robots": c.robots.to_state(),
+            "robots_notes": ctx.robots_notes.to_state(),
             **({"duplicates": ctx.dups.to_state()} if ctx.dups is not None else {}),
             **self.peers.checkpoint_state(),
         }

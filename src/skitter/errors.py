@@ -12,7 +12,10 @@
     │   ├── TooManyRedirects                              kind "too_many_redirects"
     │   ├── BodyTooLarge                                  kind "body_too_large"
     │   └── ProtocolError    bad framing, failed decoding kind "protocol"
-    └── FrontierError        backend failure (sqlite locked, corrupt state)
+    ├── FrontierError        backend failure (sqlite locked, corrupt state)
+    ├── HookError            a user hook raised, with CrawlHooks(errors="stop")
+    └── OutputError          an output or state file could not be written (disk full,
+                             EIO, EROFS, EDQUOT): CLI one line naming the file, exit 1
 
 HTTP 4xx/5xx are responses, never exceptions.
 """
@@ -26,6 +29,8 @@ __all__ = [
     "FetchError",
     "FetchTimeout",
     "FrontierError",
+    "HookError",
+    "OutputError",
     "ProtocolError",
     "SkitterError",
     "StateError",
@@ -60,6 +65,43 @@ class StateError(SkitterError):
 
 class FrontierError(SkitterError):
     """The frontier backend failed (database locked or corrupt)."""
+
+
+class HookError(SkitterError):
+    """A user hook raised while ``CrawlHooks(errors="stop")``: the crawl stopped.
+
+    Attributes:
+        hook: the hook's name ("on_page", "on_error", "link_filter").
+        url: the URL of the record (or the page of the link) it was called for.
+        original: the exception the hook raised (also ``__cause__``).
+    """
+
+    def __init__(self, hook: str, url: str, original: BaseException) -> None:
+        super().__init__(f"hook {hook} raised for {url}: {type(original).__name__}: {original}")
+        self.hook = hook
+        self.url = url
+        self.original = original
+
+
+class OutputError(SkitterError):
+    """An output or state file could not be written (disk full, I/O error, read-only or
+    over quota); what was recorded before stays usable and the crawl can be resumed.
+
+    Attributes:
+        path: the file that could not be written.
+        cause: the operating system's (or SQLite's) reason, e.g. "No space left on device".
+    """
+
+    def __init__(self, path: str, cause: str) -> None:
+        super().__init__(f"cannot write {path}: {cause}")
+        self.path = path
+        self.cause = cause
+
+    @classmethod
+    def from_os_error(cls, exc: OSError, path: str | None = None) -> OutputError:
+        """From an :class:`OSError` (its own file name unless ``path`` is given)."""
+        name = path or exc.filename or "?"
+        return cls(str(name), exc.strerror or str(exc))
 
 
 class FetchError(SkitterError):

@@ -18,6 +18,7 @@ from skitter.settings import PolitenessSettings
 __all__ = [
     "BACKOFF_BASE_S",
     "BACKOFF_MAX_S",
+    "RANDOM_WAIT_RANGE",
     "RETRYABLE_ERROR_KINDS",
     "RETRYABLE_STATUSES",
     "HostPolicy",
@@ -25,6 +26,7 @@ __all__ = [
     "backoff_s",
     "next_allowed_at",
     "parse_retry_after",
+    "random_wait_factor",
     "retry_decision",
 ]
 
@@ -78,14 +80,34 @@ def parse_retry_after(value: str | None, now_epoch: float) -> float | None:
     return max(0.0, wait)
 
 
+#: ``--random-wait``: the delay is multiplied by a factor drawn uniformly from this range
+#: (wget's jitter), never the robots.txt Crawl-delay.
+RANDOM_WAIT_RANGE = (0.5, 1.5)
+
+
+def random_wait_factor(enabled: bool) -> float:
+    """The ``--random-wait`` factor for one delay: uniform in :data:`RANDOM_WAIT_RANGE`
+    when ``enabled``, else 1.0."""
+    if not enabled:
+        return 1.0
+    import random
+
+    return random.uniform(*RANDOM_WAIT_RANGE)
+
+
 def next_allowed_at(
-    end_time: float, delay_s: float, crawl_delay_s: float | None, max_crawl_delay_s: float
+    end_time: float,
+    delay_s: float,
+    crawl_delay_s: float | None,
+    max_crawl_delay_s: float,
+    jitter: float = 1.0,
 ) -> float:
     """When the next request to a host may start.
 
-    ``end_time + max(delay_s, min(crawl_delay_s, max_crawl_delay_s))``: the configured
-    delay, or the robots.txt Crawl-delay if larger, capped at ``max_crawl_delay_s``
-    (Crawl-delay is a non-standard record, RFC 9309 §2.2.4).
+    ``end_time + max(delay_s * jitter, min(crawl_delay_s, max_crawl_delay_s))``: the
+    configured delay (times the ``--random-wait`` factor ``jitter``), or the robots.txt
+    Crawl-delay if larger, capped at ``max_crawl_delay_s`` (Crawl-delay is a non-standard
+    record, RFC 9309 §2.2.4; it is never shortened by the jitter).
 
     Args:
         end_time: when the previous request to the host finished (clock seconds).
@@ -93,9 +115,9 @@ def next_allowed_at(
         crawl_delay_s: the host's robots.txt Crawl-delay in seconds, or None.
         max_crawl_delay_s: cap applied to ``crawl_delay_s``, seconds.
     """
-    wait = delay_s
+    wait = delay_s * jitter
     if crawl_delay_s is not None:
-        wait = max(delay_s, min(crawl_delay_s, max_crawl_delay_s))
+        wait = max(wait, min(crawl_delay_s, max_crawl_delay_s))
     return end_time + max(0.0, wait)
 
 

@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from skitter.autotune import share_memory
-from skitter.errors import SkitterError, StateError
+from skitter.errors import OutputError, SkitterError, StateError
+from skitter.logs import set_process_index
 from skitter.merge import MERGE_FILE, Merger, merged_report, merged_stats
 from skitter.settings import CrawlSettings
 from skitter.sharding import SHARDS_DIR, IpSlots, PageBudget, ShardLink, shard_dir
@@ -75,7 +76,8 @@ class ProcessesOutcome:
 
     Attributes:
         snapshot: the merged counters (as in report.json ``totals``).
-        stop_reason: "finished", "max_pages", "interrupted", "aborted" or "failed".
+        stop_reason: "done", "max_pages", "max_time" or "interrupted" (also when a
+            process failed: see ``error``).
         finished: every process ran dry and the coordinator ended the crawl.
         interrupted: stopped by a signal before the end (resume with ``--resume``).
         error: a one-line description when a process failed, else None.
@@ -146,11 +148,17 @@ def _worker_main(
     if budget is not None:
         budget.bind(index)
     link = ShardLink(Path(settings.out_dir), index, count, conn, budget, start, ip_slots)
+    set_process_index(index)  # log lines say pK
     code = 0
     try:
         # (uvloop was measured: 3-5% more CPU per page than asyncio's loop here)
         result = asyncio.run(_worker_crawl(_worker_settings(settings, index, count), link))
         conn.send(("done", result))
+    except (OutputError, OSError) as exc:  # an output could not be written: exit 1, one line
+        code = 1
+        err = exc if isinstance(exc, OutputError) else OutputError.from_os_error(exc)
+        with contextlib.suppress(OSError):
+            conn.send(("error", str(err), code))
     except SkitterError as exc:
         code = 2
         with contextlib.suppress(OSError):
@@ -405,18 +413,16 @@ def _coordinate(
     finished = (
         failure is None and finish_sent and all(w.result and w.result["finished"] for w in workers)
     )
-    if failure is not None:
-        stop_reason = "failed"
-    elif finished:
-        stop_reason = "finished"
-    elif "aborted" in reasons:
-        stop_reason = "aborted"
-    elif "interrupted" in reasons or signals:
-        stop_reason = "interrupted"
+    if finished and failure is None:
+        stop_reason = "done"
+    elif failure is not None or "interrupted" in reasons or signals:
+        stop_reason = "interrupted"  # a failed process too: the crawl is resumable
     elif "max_pages" in reasons:
         stop_reason = "max_pages"
+    elif "max_time" in reasons:
+        stop_reason = "max_time"
     else:
-        stop_reason = reasons[0] if reasons else "failed"
+        stop_reason = reasons[0] if reasons else "interrupted"
     report = merged_report(out_dir, settings, stop_reason, finished)
     atomic_write_json(out_dir / REPORT_FILE, report)
     stats = merged_stats(out_dir, count)
@@ -424,7 +430,7 @@ def _coordinate(
         snapshot=stats.snapshot(0.0),
         stop_reason=stop_reason,
         finished=finished,
-        interrupted=bool(signals) or stop_reason in ("interrupted", "aborted"),
+        interrupted=bool(signals) or (failure is None and stop_reason == "interrupted"),
         error=failure[0] if failure else None,
         exit_code=failure[1] if failure else 0,
     )

@@ -50,6 +50,9 @@ async def reconcile(ctx: CrawlContext) -> None:
     links_off = int(cp.get("links_offset", 0))
     ctx.stats = Stats.from_state(cp.get("stats", {}))
     ctx.traps.load_state(cp.get("traps") or {})
+    # robots.txt decisions of the earlier sessions: report.json covers the whole crawl
+    c.robots.load_state(cp.get("robots") or {})
+    ctx.robots_notes.load_state(cp.get("robots_notes") or {})
     if ctx.dups is not None:
         ctx.dups.load_state(cp.get("duplicates") or {})
     ctx.peers.resume(cp)

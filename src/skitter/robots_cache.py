@@ -14,8 +14,13 @@ more than 5 redirects       allow all            "redirect_limit" ``ttl_s``
 3xx, no usable Location     allow all            "redirect_invalid" ``ttl_s``
 4xx (incl. 401, 403)        allow all            "4xx"           ``ttl_s``
 5xx (or other status)       disallow all         "5xx"           ``retry_s``
-FetchError / OSError        disallow all         "unreachable"   ``retry_s``
+FetchError / OSError        disallow all         "unreachable"   the retry backoff
 ==========================  ===================  ==============  ==================
+
+A robots.txt that got no response at all (connect or TLS failure, timeout) is asked again
+after the same exponential backoff as a failed page fetch (:func:`skitter.politeness.backoff_s`
+of the origin's consecutive failures: 2 s, 4 s ... 60 s, the ``--retries`` schedule), not
+after ``retry_s``, which is the wait RFC 9309 §2.3.1.4 asks for after a server error (5xx).
 
 The result of a redirect chain applies to the origin that was asked for only; it is
 never stored under the origin of the redirect target (RFC 9309 §2.3.1.2).
@@ -32,6 +37,7 @@ from urllib.parse import urlsplit
 from skitter import urls
 from skitter.errors import FetchError
 from skitter.models import Response
+from skitter.politeness import backoff_s
 from skitter.robots import MAX_ROBOTS_BYTES, RobotsRules
 
 __all__ = [
@@ -53,6 +59,31 @@ MAX_ROBOTS_REDIRECTS = 5
 _DEFAULT_PORTS = {"http": "80", "https": "443"}
 
 log = logging.getLogger("skitter")
+politeness_log = logging.getLogger("skitter.politeness")
+
+#: What each robots.txt outcome means for the origin's URLs (for the -v log).
+_MEANING = {
+    "ok": "rules apply",
+    "4xx": "allow all",
+    "redirect_limit": "allow all",
+    "redirect_invalid": "allow all",
+    "5xx": "disallow all",
+    "unreachable": "disallow all",
+}
+
+
+def _log_outcome(entry: RobotsEntry, cache_s: float) -> None:
+    """One ``skitter.politeness`` INFO line per robots.txt fetch: origin, outcome, meaning,
+    Crawl-delay and when it is asked again."""
+    if not politeness_log.isEnabledFor(logging.INFO):
+        return
+    what = str(entry.http_status) if entry.http_status is not None else entry.error or "-"
+    delay = f", crawl-delay {entry.crawl_delay_s:g} s" if entry.crawl_delay_s is not None else ""
+    politeness_log.info(
+        "robots.txt %s: %s (%s: %s%s), asked again in %g s",
+        entry.origin, what, entry.status, _MEANING.get(entry.status, entry.status), delay,
+        cache_s,
+    )  # fmt: skip
 
 
 def origin_of(url: str) -> str:
@@ -163,8 +194,8 @@ class RobotsCache:
         token: the crawler's robots.txt product token (see :func:`skitter.robots.product_token`).
         ttl_s: seconds a fetched robots.txt (2xx, 4xx, redirect limit) is reused
             (RFC 9309 §2.4: SHOULD NOT be longer than 24 hours unless unreachable).
-        retry_s: seconds a 5xx/unreachable result (disallow all) is kept before the next
-            check fetches again.
+        retry_s: seconds a 5xx result (disallow all) is kept before the next check fetches
+            again; a fetch without any response is kept for the retry backoff instead.
         clock: returns the current time in seconds (e.g. ``time.monotonic``).
         max_bytes: bytes of the body that are parsed (RFC 9309 §2.5, 500 KiB).
         ignore: do not fetch anything; every URL is allowed.
@@ -193,6 +224,8 @@ class RobotsCache:
         self._entries: dict[str, RobotsEntry] = {}
         self._inflight: dict[str, asyncio.Future[RobotsEntry]] = {}
         self._counts: dict[str, _Counts] = {}
+        self._failures: dict[str, int] = {}  # origin -> consecutive fetches without response
+        self._previous: dict[str, dict[str, object]] = {}  # earlier sessions (load_state)
         self.fetches = 0
         """robots.txt GETs issued so far (redirect hops count one each)."""
 
@@ -276,12 +309,38 @@ class RobotsCache:
                 "allowed": counts.allowed,
                 "disallowed": counts.disallowed,
             }
-        return out
+        for origin, entry in self._previous.items():
+            if origin not in out:
+                counts = self._counts.get(origin, _Counts())
+                out[origin] = {**entry, "allowed": counts.allowed, "disallowed": counts.disallowed}
+        return dict(sorted(out.items()))
+
+    def to_state(self) -> dict[str, dict[str, object]]:
+        """The per-origin decisions so far (:meth:`snapshot`), for a checkpoint."""
+        return self.snapshot()
+
+    def load_state(self, data: dict[str, dict[str, object]]) -> None:
+        """Take back the decisions of the earlier sessions of a resumed crawl
+        (:meth:`to_state` output): their allow/disallow counts are added to this session's,
+        and an origin whose robots.txt is not fetched again keeps its earlier entry in
+        :meth:`snapshot`. The rules themselves are fetched again when needed."""
+        for origin, entry in data.items():
+            if not isinstance(entry, dict):
+                continue
+            counts = self._counts.setdefault(origin, _Counts())
+            counts.allowed += int(entry.get("allowed", 0) or 0)  # type: ignore[call-overload]
+            counts.disallowed += int(entry.get("disallowed", 0) or 0)  # type: ignore[call-overload]
+            self._previous[origin] = dict(entry)
 
     async def _load(self, origin: str) -> RobotsEntry:
         """Fetch and store the entry for ``origin``; always clears the in-flight slot."""
         try:
             outcome = await self._fetch_chain(origin + "/robots.txt")
+            if outcome.status == "unreachable":
+                failures = self._failures[origin] = self._failures.get(origin, 0) + 1
+                outcome.cache_s = backoff_s(failures)
+            else:
+                self._failures.pop(origin, None)
             now = self._clock()
             entry = RobotsEntry(
                 origin=origin,
@@ -304,6 +363,7 @@ class RobotsCache:
                     self._max_bytes,
                 )
             self._entries[origin] = entry
+            _log_outcome(entry, outcome.cache_s)
             return entry
         finally:
             self._inflight.pop(origin, None)

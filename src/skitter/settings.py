@@ -1,16 +1,25 @@
 """Crawl settings: frozen dataclasses with defaults and units in their names.
 
 No file or environment reading happens here (see :mod:`skitter.config` / :mod:`skitter.cli`).
+Every dataclass validates itself on construction by the rules the command line applies to
+the same flags, and raises :class:`~skitter.errors.ConfigError` (one line naming the
+setting) for a bad value: the library refuses what ``skitter crawl`` refuses.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass, field
+from os import PathLike
+from typing import Any
 
 from skitter import __version__
+from skitter.errors import ConfigError
 
 __all__ = [
     "DEFAULT_USER_AGENT",
+    "SCOPES",
     "CrawlSettings",
     "FetchSettings",
     "FocusSettings",
@@ -20,6 +29,56 @@ __all__ = [
 ]
 
 DEFAULT_USER_AGENT = f"Skitter/{__version__} (+https://github.com/skitter-crawler/skitter)"
+
+#: The values of ``ScopeSettings.scope``.
+SCOPES = ("host", "domain", "any")
+
+
+def _number(
+    owner: str,
+    name: str,
+    value: Any,
+    *,
+    low: float = 0,
+    strict: bool = False,
+    whole: bool = False,
+    optional: bool = False,
+) -> None:
+    """Raise ConfigError unless ``value`` is a finite number >= ``low`` (> when ``strict``),
+    a whole number when ``whole``, or None when ``optional``."""
+    if value is None and optional:
+        return
+    kind = "a whole number" if whole else "a number"
+    ok_type = isinstance(value, int) if whole else isinstance(value, (int, float))
+    if not ok_type or isinstance(value, bool):
+        raise ConfigError(f"{owner}.{name} must be {kind}, got {value!r}")
+    if not math.isfinite(value) or value < low or (strict and value == low):
+        rel = ">" if strict else ">="
+        raise ConfigError(f"{owner}.{name} must be a finite number {rel} {low:g}, got {value!r}")
+
+
+def _flag(owner: str, name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{owner}.{name} must be True or False, got {value!r}")
+
+
+def _strings(owner: str, name: str, value: Any) -> tuple[Any, ...]:
+    """A tuple from a list/tuple (never from a str, which would iterate characters)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise ConfigError(
+            f"{owner}.{name} must be a tuple of strings, not {type(value).__name__} {value!r}"
+        )
+    return tuple(value)
+
+
+def _regexes(owner: str, name: str, value: Any) -> tuple[str, ...]:
+    items = _strings(owner, name, value)
+    for item in items:
+        try:
+            re.compile(item)
+        except (re.error, TypeError) as exc:
+            raise ConfigError(f"{owner}.{name}: bad regular expression {item!r}: {exc}") from None
+    return items
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +114,67 @@ class FetchSettings:
     dns_cache_ttl_s: float = 300.0
     allow_private: bool = False
 
+    def __post_init__(self) -> None:
+        from skitter.seeds import canonical_host
+
+        o = "FetchSettings"
+        if not isinstance(self.user_agent, str) or not self.user_agent.strip():
+            raise ConfigError(f"{o}.user_agent must be a non-empty string (--user-agent)")
+        if any(c in self.user_agent for c in "\r\n\0"):
+            raise ConfigError(f"{o}.user_agent: control characters in {self.user_agent!r}")
+        headers = _strings(o, "headers", self.headers)
+        for h in headers:
+            if (
+                not isinstance(h, (list, tuple))
+                or len(h) != 2
+                or not all(isinstance(x, str) for x in h)
+            ):
+                raise ConfigError(f"{o}.headers must hold (name, value) pairs, got {h!r}")
+            if (
+                not h[0].strip()
+                or any(c in h[0] for c in " \t:")
+                or any(c in h[0] + h[1] for c in "\r\n\0")
+            ):
+                raise ConfigError(f"{o}.headers: bad header {h[0]!r}: {h[1]!r}")
+        object.__setattr__(self, "headers", tuple(tuple(h) for h in headers))
+        for name in ("timeout_s", "connect_timeout_s", "read_timeout_s"):
+            _number(o, name, getattr(self, name), strict=True)
+        _number(o, "max_body_bytes", self.max_body_bytes, whole=True)
+        _number(o, "max_redirects", self.max_redirects, whole=True)
+        _number(o, "dns_cache_ttl_s", self.dns_cache_ttl_s)
+        _flag(o, "resolve_only", self.resolve_only)
+        _flag(o, "allow_private", self.allow_private)
+        if self.proxy is not None:
+            from urllib.parse import urlsplit
+
+            try:
+                parts = urlsplit(self.proxy)
+                ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+                _ = parts.port
+            except (ValueError, TypeError, AttributeError):
+                ok = False
+            if not ok:
+                raise ConfigError(f"{o}.proxy: expected an http:// proxy URL, got {self.proxy!r}")
+        if not isinstance(self.resolve, dict):
+            raise ConfigError(f"{o}.resolve must be a dict {{(host, port): address}}")
+        resolve: dict[tuple[str, int], str] = {}
+        for key, addr in self.resolve.items():
+            import ipaddress
+
+            pair: tuple[Any, Any] = key if isinstance(key, tuple) and len(key) == 2 else ("", 0)
+            host, port = pair
+            canon = canonical_host(host) if isinstance(host, str) else None
+            good_port = isinstance(port, int) and not isinstance(port, bool) and 0 < port < 65536
+            if canon is None or not good_port or not isinstance(addr, str):
+                raise ConfigError(f"{o}.resolve: bad entry {key!r}: {addr!r}")
+            for a in addr.split(","):
+                try:
+                    ipaddress.ip_address(a.strip().strip("[]"))
+                except ValueError:
+                    raise ConfigError(f"{o}.resolve: bad address {addr!r} for {host}") from None
+            resolve[(canon.strip("[]"), port)] = addr
+        object.__setattr__(self, "resolve", resolve)
+
 
 @dataclass(frozen=True, slots=True)
 class PolitenessSettings:
@@ -62,6 +182,8 @@ class PolitenessSettings:
 
     Attributes:
         delay_s: seconds between the end of one request and the start of the next to a host.
+        random_wait: each delay is ``delay_s`` times a random factor in 0.5..1.5 (wget's
+            ``--random-wait``), so requests do not come at a fixed rhythm.
         host_concurrency: requests in flight at once per host.
         ip_concurrency: requests in flight at once per IP address (hosts sharing it).
         concurrency: requests in flight at once overall.
@@ -83,6 +205,23 @@ class PolitenessSettings:
     robots_retry_s: float = 60.0
     robots_ttl_s: float = 24 * 3600.0
     max_crawl_delay_s: float = 30.0
+    random_wait: bool = False
+
+    def __post_init__(self) -> None:
+        o = "PolitenessSettings"
+        for name in (
+            "delay_s",
+            "max_retry_after_s",
+            "robots_retry_s",
+            "robots_ttl_s",
+            "max_crawl_delay_s",
+        ):
+            _number(o, name, getattr(self, name))
+        for name in ("host_concurrency", "ip_concurrency", "concurrency"):
+            _number(o, name, getattr(self, name), low=1, whole=True)
+        _number(o, "retries", self.retries, whole=True)
+        _flag(o, "ignore_robots", self.ignore_robots)
+        _flag(o, "random_wait", self.random_wait)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +258,25 @@ class ScopeSettings:
     max_path_depth: int | None = 32
     max_query_variants_per_path: int | None = 100
     max_segment_repeats: int | None = 2
+
+    def __post_init__(self) -> None:
+        o = "ScopeSettings"
+        if self.scope not in SCOPES:
+            raise ConfigError(f"{o}.scope must be one of {', '.join(SCOPES)}, got {self.scope!r}")
+        object.__setattr__(self, "include", _regexes(o, "include", self.include))
+        object.__setattr__(self, "exclude", _regexes(o, "exclude", self.exclude))
+        for name in (
+            "max_depth",
+            "max_links_per_page",
+            "max_seed_links",
+            "max_path_depth",
+            "max_query_variants_per_path",
+            "max_segment_repeats",
+        ):
+            _number(o, name, getattr(self, name), whole=True, optional=True)
+        _number(o, "max_url_length", self.max_url_length, low=1, whole=True)
+        _number(o, "max_pages_per_host", self.max_pages_per_host, whole=True, optional=True)
+        _flag(o, "follow_nofollow", self.follow_nofollow)
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +374,12 @@ class CrawlSettings:
         extract_links: parse HTML pages for links (False = ``skitter fetch``: pages are
             fetched, archived and recorded, never parsed; only redirects are followed).
         focus: file-type focus, ``--save-files``, adaptive concurrency and timeouts.
+        max_time_s: stop cleanly (resumable, ``stop_reason`` "max_time") after this many
+            seconds of crawling in this session; None = no limit.
+
+    Raises:
+        ConfigError: a bad value anywhere (e.g. ``seeds="http://a/"``, a string rather than
+            a tuple; a seed that is not an http(s) URL or domain name; ``delay_s=-1``).
     """
 
     out_dir: str
@@ -236,3 +400,40 @@ class CrawlSettings:
     quality: QualitySettings = field(default_factory=QualitySettings)
     extract_links: bool = True
     focus: FocusSettings = field(default_factory=FocusSettings)
+    max_time_s: float | None = None
+
+    def __post_init__(self) -> None:
+        from skitter.seeds import seed_url
+
+        o = "CrawlSettings"
+        if not isinstance(self.out_dir, (str, PathLike)) or not str(self.out_dir):
+            raise ConfigError(f"{o}.out_dir must be a folder path, got {self.out_dir!r}")
+        seeds = _strings(o, "seeds", self.seeds)
+        try:
+            object.__setattr__(self, "seeds", tuple(seed_url(s) for s in seeds))
+        except ConfigError as exc:
+            raise ConfigError(f"{o}.seeds: {exc}") from None
+        for name, cls in (
+            ("fetch", FetchSettings),
+            ("politeness", PolitenessSettings),
+            ("scope", ScopeSettings),
+        ):
+            if not isinstance(getattr(self, name), cls):
+                raise ConfigError(f"{o}.{name} must be a {cls.__name__}")
+        if not isinstance(self.frontier, str) or not self.frontier:
+            # the backend names are build.py's (it raises ConfigError for an unknown one)
+            raise ConfigError(f"{o}.frontier must be a backend name, got {self.frontier!r}")
+        _number(o, "max_pages", self.max_pages, low=1, whole=True, optional=True)
+        _number(o, "max_time_s", self.max_time_s, strict=True, optional=True)
+        _number(o, "warc_max_bytes", self.warc_max_bytes, low=1, whole=True)
+        _number(o, "processes", self.processes, low=1, whole=True)
+        for name in (
+            "warc",
+            "quiet",
+            "resume",
+            "check_links",
+            "check_resources",
+            "check_fragments",
+            "extract_links",
+        ):
+            _flag(o, name, getattr(self, name))

@@ -250,10 +250,11 @@ class ShardPeers(Peers):
             idle = sh.idle and not loop.inflight and not sh.receiving
             if idle != last_idle or now - last_status >= 0.25:
                 last_status, last_idle = now, idle
-                self._send_status(idle)
+                queued = (await self.ctx.components.frontier.counts()).pending
+                self._send_status(idle, queued)
             await asyncio.sleep(0.02 if idle else 0.05)
 
-    def _send_status(self, idle: bool) -> None:
+    def _send_status(self, idle: bool, queued: int = 0) -> None:
         """One status message to the coordinator: ``("status", seq, idle, sent bytes per
         destination, read bytes per source, counters)``; idle and the offsets describe one
         instant."""
@@ -268,6 +269,7 @@ class ShardPeers(Peers):
             "errors": sum(s.by_error.values()),
             "robots_disallowed": s.robots_disallowed,
             "inflight": loop.inflight,
+            "queued": queued,
             "hosts": len(s.by_host),
         }
         with contextlib.suppress(OSError):

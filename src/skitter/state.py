@@ -15,6 +15,7 @@ Every file is replaced atomically (temp file + ``os.replace``) or appended one u
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import MISSING, asdict, fields, replace
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from skitter import __version__
-from skitter.errors import StateError
+from skitter.errors import ConfigError, StateError
 from skitter.settings import (
     CrawlSettings,
     FetchSettings,
@@ -58,14 +59,27 @@ SITEMAPS_FILE = "sitemaps.json"
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
-    """Write ``data`` as JSON to ``path`` atomically (temp file, fsync, ``os.replace``)."""
+    """Write ``data`` as JSON to ``path`` atomically (temp file, fsync, ``os.replace``).
+
+    Raises:
+        OSError: the file could not be written (its ``filename`` says which); the temporary
+            file is removed and ``path`` keeps its previous content.
+    """
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, ensure_ascii=False, indent=1)
-        fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, ensure_ascii=False, indent=1)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        # never leave a stray temporary file; the previous ``path`` is still whole
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        if exc.filename is None:
+            raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
+        raise
 
 
 def read_json(path: Path) -> Any:
@@ -180,7 +194,7 @@ def load_state(out_dir: Path) -> CrawlSettings:
         )
     try:
         return settings_from_dict(data["settings"])
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, ConfigError) as exc:
         raise StateError(f"{path} is damaged ({type(exc).__name__}: {exc})") from None
 
 

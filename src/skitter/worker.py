@@ -30,10 +30,18 @@ from skitter.context import CrawlContext
 from skitter.continuations import follow_redirect
 from skitter.duplicates import PageVerdict
 from skitter.errors import FetchError
+from skitter.events import call_hook
 from skitter.export.links import LinkRow, format_rows
 from skitter.export.pages import PageRecord, iso_utc
+from skitter.logs import logged, politeness
 from skitter.models import Hop, Lease, Page, Request, Response
-from skitter.politeness import next_allowed_at, parse_retry_after, retry_decision
+from skitter.politeness import (
+    backoff_s,
+    next_allowed_at,
+    parse_retry_after,
+    random_wait_factor,
+    retry_decision,
+)
 from skitter.redirects import NO_LOCATION, REDIRECT_STATUSES
 from skitter.rules import Decision
 from skitter.urls import canonicalize, host_key, hostname, origin
@@ -121,7 +129,9 @@ class Worker:
         """
         c = self.ctx.components
         async with self._ip_slot(url):  # a robots.txt request counts for --ip-concurrency too
-            resp = await c.fetcher.fetch(Request(url=url), max_body_bytes=512 * 1024, truncate=True)
+            resp = await logged(c.fetcher, 1).fetch(
+                Request(url=url), max_body_bytes=512 * 1024, truncate=True
+            )
         self._host_last_end[host_key(url)] = self.ctx.clock()
         if c.warc is not None:
             c.warc.write_exchange(
@@ -192,7 +202,28 @@ class Worker:
     def gap_s(self, crawl_delay_s: float | None) -> float:
         """Seconds between two requests to a host (``--delay``, its crawl-delay, the cap)."""
         p = self.ctx.settings.politeness
-        return next_allowed_at(0.0, p.delay_s, crawl_delay_s, p.max_crawl_delay_s)
+        jitter = random_wait_factor(p.random_wait)
+        return next_allowed_at(0.0, p.delay_s, crawl_delay_s, p.max_crawl_delay_s, jitter)
+
+    def log_gap(self, host: str, gap_s: float, crawl_delay_s: float | None) -> None:
+        """Log (``skitter.politeness``, INFO) the wait before the next request to ``host``
+        and its cause: ``--delay`` (with ``--random-wait``) or the robots.txt Crawl-delay."""
+        if not politeness.isEnabledFor(logging.INFO):
+            return
+        p = self.ctx.settings.politeness
+        if crawl_delay_s is not None and gap_s == min(crawl_delay_s, p.max_crawl_delay_s):
+            capped = " (capped by --max-crawl-delay)" if crawl_delay_s > p.max_crawl_delay_s else ""
+            cause = f"robots.txt Crawl-delay {crawl_delay_s:g} s{capped}"
+        else:
+            cause = f"--delay {p.delay_s:g} s" + (" with --random-wait" if p.random_wait else "")
+        politeness.info("delay %s: next request in %.2f s (%s)", host, gap_s, cause)
+
+    def log_backoff(self, host: str, url: str, wait_s: float, cause: str, attempts: int) -> None:
+        """Log (``skitter.politeness``, INFO) a retry: its wait, cause and attempt."""
+        politeness.info(
+            "backoff %s: %s retried in %.2f s after %s (attempt %d failed)",
+            host, url, wait_s, cause, attempts,
+        )  # fmt: skip
 
     async def _pause(self, host: str, crawl_delay_s: float | None) -> None:
         """Count a request to ``host`` as ended now and wait its politeness gap."""
@@ -243,9 +274,11 @@ class Worker:
                         )
                         return
                     if attempts <= p.retries:
-                        await c.frontier.retry(
-                            lease, not_before=self.ctx.clock() + p.robots_retry_s
-                        )
+                        # no response at all (connect, TLS, timeout): the --retries backoff;
+                        # a 5xx robots.txt: the --robots-retry wait (RFC 9309 §2.3.1.4)
+                        wait = backoff_s(attempts) if kind else p.robots_retry_s
+                        self.log_backoff(host, req.url, wait, "robots.txt unreachable", attempts)
+                        await c.frontier.retry(lease, not_before=self.ctx.clock() + wait)
                         return
                     notes.note(notes.unreachable, origin(req.url), req.url)
                     await self.finish_error(
@@ -280,7 +313,7 @@ class Worker:
         try:
             async with self._ip_slot(req.url):
                 resp = await policy.fetch(
-                    self._page_fetcher,
+                    logged(self._page_fetcher, attempts),
                     req,
                     host,
                     functools.partial(self._pause, host, crawl_delay),
@@ -290,9 +323,9 @@ class Worker:
             self._host_last_end[host] = end
             d = retry_decision(None, exc.kind, attempts, p.retries, None, p.max_retry_after_s)
             if d.retry:
-                await c.frontier.retry(
-                    lease, not_before=end + max(d.wait_s, self.gap_s(crawl_delay))
-                )
+                wait = max(d.wait_s, self.gap_s(crawl_delay))
+                self.log_backoff(host, req.url, wait, exc.kind, attempts)
+                await c.frontier.retry(lease, not_before=end + wait)
                 return
             policy.fetch_failed(host, exc.kind, exc.detail)
             await self.finish_error(
@@ -310,13 +343,17 @@ class Worker:
         if c.warc is not None and not req.check_only and c.focus.archive(req.url, resp):
             self._archive(req, resp, verdict)
         gap = self.gap_s(crawl_delay)
+        self.log_gap(host, gap, crawl_delay)
         status = resp.status
         detail: str | None = resp.note  # e.g. a Content-Encoding that was not applied
         if status == 429 or status >= 500:
             ra = parse_retry_after(resp.header("retry-after"), time.time())
             d = retry_decision(status, None, attempts, p.retries, ra, p.max_retry_after_s)
             if d.retry:
-                await c.frontier.retry(lease, not_before=end + max(d.wait_s, gap))
+                wait = max(d.wait_s, gap)
+                cause = f"HTTP {status}" + (f", Retry-After {ra:g} s" if ra is not None else "")
+                self.log_backoff(host, req.url, wait, cause, attempts)
+                await c.frontier.retry(lease, not_before=end + wait)
                 return
             if ra is not None and ra > 0:
                 gap = max(gap, min(ra, p.max_retry_after_s))
@@ -408,7 +445,7 @@ class Worker:
         self.ctx.write_record(rec, host_key(req.requested_url))
         await self.ctx.components.frontier.ack(lease, not_before=not_before)
         if self.ctx.hooks.on_error is not None:
-            await maybe_await(self.ctx.hooks.on_error(rec))
+            await call_hook(self.ctx.hooks, "on_error", rec.url, rec)
 
     async def finish_response(
         self,
@@ -499,7 +536,7 @@ class Worker:
             last_modified=resp.header("last-modified"),
         )
         if self.ctx.hooks.on_page is not None:
-            await maybe_await(self.ctx.hooks.on_page(rec, resp, page))
+            await call_hook(self.ctx.hooks, "on_page", rec.url, rec, resp, page)
 
     async def _decide_links(self, req: Request, page: Page) -> tuple[list[list[Any]], Counter[str]]:
         """Decide every link of ``page`` (document order), queue the new ones; returns the
@@ -555,9 +592,10 @@ class Worker:
             else:
                 target_nofrag = link.raw
             if decision is queued and link_filter is not None:
-                keep = link_filter(source, link)
-                if inspect.isawaitable(keep):
-                    keep = await keep
+                # a filter that raised (and was logged) keeps the link
+                keep = await call_hook(
+                    self.ctx.hooks, "link_filter", source, source, link, default=True
+                )
                 if not keep:
                     decision = Decision.SCOPE
             if decision is queued and type_ok is not None and canon and not type_ok(canon):

@@ -105,7 +105,7 @@ async def test_crawl_then_resume_rules(site: Site, tmp_path: Path) -> None:
     ]
     rc, stdout, err = await arun_cli("crawl", site.url(A, "/"), *common)
     assert rc == 0, err
-    assert "3 pages: 3 ok, 0 broken" in stdout and str(out) in stdout
+    assert "3 pages: 3 ok (2xx), 0 redirects (3xx)" in stdout and str(out) in stdout
     report = json.loads((out / "report.json").read_text())
     assert report["totals"]["by_status"] == {"200": 3}
     # same folder without --resume: refused, nothing lost

@@ -297,7 +297,7 @@ async def test_three_processes_crawl_the_same_as_one(site: Site, tmp_path: Path)
     r1, r3 = one["report"], three["report"]
     for key in TOTAL_KEYS:
         assert r3["totals"][key] == r1["totals"][key], key
-    assert r3["finished"] is True and r3["stop_reason"] == "finished"
+    assert r3["finished"] is True and r3["stop_reason"] == "done"
     assert r3["processes"] == 3
     # what the site makes of it, exactly
     u = site.url

@@ -194,7 +194,7 @@ async def test_cli_save_files_accept_pdf_and_bad_values(site: Site, tmp_path: Pa
                 "skitter",
                 "crawl",
                 "http://x.test/",
-                "-o",
+                "--out",
                 str(tmp_path / "o"),
                 *flags,
             ],

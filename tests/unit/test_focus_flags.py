@@ -13,7 +13,7 @@ from skitter.state import settings_from_dict, settings_to_dict
 
 
 def parse(tmp_path: Path, *flags: str) -> CrawlSettings:
-    args = build_parser().parse_args(["crawl", "http://a.test/", "-o", str(tmp_path), *flags])
+    args = build_parser().parse_args(["crawl", "http://a.test/", "--out", str(tmp_path), *flags])
     return settings_from_args(args)
 
 

@@ -114,7 +114,7 @@ async def test_a_mode_and_peers_plug_into_the_loop(tmp_path: Path) -> None:
     peers = _CountingPeers()
     async with Crawler(settings, policy=_DeadHosts(), peers=peers) as crawler:
         snap = await crawler.run()
-        assert crawler.stop_reason == "finished"
+        assert crawler.stop_reason == "done"
     records = [json.loads(line) for line in (out / "pages.jsonl").read_text().splitlines()]
     assert sorted((r["url"], r["error"], r["error_detail"]) for r in records) == [
         ("http://b.test/", "dns", "b.test: known dead"),

@@ -226,10 +226,19 @@ async def test_fetch_error_is_unreachable(exc: Exception) -> None:
     assert snap["status"] == "unreachable"
     assert snap["http_status"] is None
     assert isinstance(snap["error"], str) and snap["error"]
-    # Kept only retry_s, not ttl_s.
-    clock.now += RETRY + 1
-    await cache.check("http://down.example.test/x")
-    assert len(fetch.calls) == 2
+    # No response at all: asked again after the --retries backoff (2 s, 4 s, 8 s...), not
+    # after retry_s (the 5xx wait, 60 s here) and never after ttl_s (issue 9, fault 2).
+    for n, backoff in enumerate((2.0, 4.0, 8.0), start=1):
+        clock.now += backoff - 0.5
+        await cache.check("http://down.example.test/x")
+        assert len(fetch.calls) == n, backoff  # still within the backoff: no new fetch
+        clock.now += 0.5
+        await cache.check("http://down.example.test/x")
+        assert len(fetch.calls) == n + 1, backoff
+    # a success resets the schedule
+    fetch.routes[url] = ok(url, "User-agent: *\nDisallow:\n")
+    clock.now += 16.0
+    assert (await cache.check("http://down.example.test/x")).allowed
 
 
 async def test_robots_txt_itself_allowed_even_when_unreachable() -> None:

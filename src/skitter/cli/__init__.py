@@ -4,21 +4,25 @@ Each subcommand is a module of this package with ``add_parser(subparsers)`` and
 ``run(args) -> int``; :data:`COMMANDS` maps the command names to them, in ``--help`` order.
 A new command is a new module and one line in :data:`COMMANDS`.
 
-Exit codes: 0 success; 2 usage error or unusable input/output (one line on stderr, no
-traceback); 130 interrupted (the crawl can be resumed).
+Exit codes (``EXIT_CODES`` in :mod:`skitter.cli.common`; when several apply the first
+wins): 130 interrupted (resumable); 2 usage error, bad config or unusable input/output (one
+line on stderr, no traceback); 1 the output could not be written, a crawler process died, or
+(check-links) broken links found; 4 no seed got any HTTP response; 0 success.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Sequence
 from types import ModuleType
 
 from skitter import __version__
 from skitter.cli import check_links, crawl, extract, fetch, graph, index, merge, report
-from skitter.cli.common import Parser, settings_from_args
+from skitter.cli.common import Parser, os_error_line, settings_from_args
+from skitter.cli.config import apply_config
+from skitter.errors import ConfigError
+from skitter.logs import setup_logging
 
 __all__ = ["COMMANDS", "build_parser", "main", "settings_from_args"]
 
@@ -49,15 +53,21 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``skitter`` command; returns the exit code."""
     parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
-    verbose = getattr(args, "verbose", False)
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        format="skitter: %(levelname)s: %(message)s",
-    )
+    try:
+        if getattr(args, "config", None) is not None:
+            apply_config(args, sub.choices[args.command], args.config)
+        setup_logging(bool(getattr(args, "verbose", False)), getattr(args, "log_file", None))
+    except ConfigError as exc:
+        print(f"skitter: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(os_error_line(exc), file=sys.stderr)
+        return 2
     code: int = COMMANDS[args.command].run(args)
     return code
 

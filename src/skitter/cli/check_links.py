@@ -13,16 +13,20 @@ from typing import Any
 
 from skitter.checklinks import CheckPolicy
 from skitter.cli.common import (
+    EXIT_CODES,
     add_common_flags,
     add_status_flags,
+    finished_report,
     os_error_line,
+    output_failure_line,
+    plural,
     positive_float,
     regex,
     settings_from_args,
 )
 from skitter.cli.progress import run_watched
 from skitter.crawler import Crawler
-from skitter.errors import ConfigError, SkitterError, StateError
+from skitter.errors import ConfigError, OutputError, SkitterError, StateError
 from skitter.settings import (
     CrawlSettings,
 )
@@ -45,6 +49,33 @@ def _statuses(text: str) -> frozenset[int]:
     return frozenset(out)
 
 
+EXAMPLES = """examples:
+  skitter check-links https://example.org/                       # report on stdout
+  skitter check-links example.org --check-resources -o links.html --format html
+  skitter check-links https://example.org/ --ignore '/private/' --accept 429,999
+  skitter check-links https://example.org/ --out check-1         # keep the state...
+  skitter check-links --resume --out check-1                     # ...to continue after Ctrl-C"""
+
+
+def check_output_file(target: str) -> None:
+    """Refuse, before any crawling, a report path that cannot be written: its folder is
+    missing or not writable, or it is a folder.
+
+    Raises:
+        ConfigError: one line naming the path and the cause.
+    """
+    import os
+
+    path = Path(target)
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise ConfigError(f"--output {target} is a folder; give a file name")
+    if not parent.is_dir():
+        raise ConfigError(f"--output {target}: folder {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise ConfigError(f"--output {target}: permission denied")
+
+
 def add_parser(sub: Any) -> None:
     """The ``check-links`` subcommand: the crawl flags plus the checker's own."""
     from skitter.checklinks import FORMATS
@@ -55,16 +86,26 @@ def add_parser(sub: Any) -> None:
         description=(
             "Crawl the sites of the given URLs politely and check every link found: internal "
             "pages are crawled, links to other hosts are checked once each (HEAD, GET "
-            "fallback). Exit code: 0 nothing broken, 1 broken links found, 2 usage or "
-            "runtime error, 130 interrupted (resumable with --out)."
+            "fallback)."
         ),
+        epilog=EXAMPLES + "\n\n" + EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         argument_default=argparse.SUPPRESS,
     )
-    c.add_argument("seeds", nargs="*", metavar="URL", help="start URL (or bare domain name)")
-    c.add_argument("--seeds-file", metavar="FILE", help="file of start URLs, one a line")
+    c.add_argument(
+        "seeds", nargs="*", metavar="URL", help="start URL, bare domain name or name:port"
+    )
+    c.add_argument(
+        "--seeds-file", metavar="FILE", help="file of start URLs, one a line; - reads stdin"
+    )
+    c.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="write the report to FILE (default: stdout); checked before the crawl starts",
+    )
     c.add_argument(
         "--out",
-        "-o",
         metavar="DIR",
         help="keep the check's state and journals here (default: a temporary folder, "
         "removed at the end); a later check in DIR reuses external verdicts",
@@ -104,7 +145,6 @@ def add_parser(sub: Any) -> None:
         "up to this old, default 86400 (0 = never)",
     )
     g.add_argument("--format", choices=FORMATS, help="report format, default: text")
-    g.add_argument("--output", metavar="FILE", help="write the report to FILE (default: stdout)")
     add_common_flags(c)
     add_status_flags(c)
 
@@ -122,7 +162,7 @@ def _prepare_check_dir(out: Path, settings: CrawlSettings, cache_age_s: float) -
     if not stored.check_links:
         raise StateError(f"output folder {out} holds a crawl, not a link check")
     report = read_json(out / "report.json") if (out / "report.json").exists() else {}
-    if report.get("stop_reason") in (None, "", "interrupted", "aborted"):
+    if report.get("stop_reason") in (None, "", "interrupted", "aborted", "max_time"):
         raise StateError(
             f"output folder {out} holds an unfinished check; continue it with "
             f"'skitter check-links --resume --out {out}' or choose another folder"
@@ -137,24 +177,55 @@ def _prepare_check_dir(out: Path, settings: CrawlSettings, cache_age_s: float) -
 
 
 async def _check(
-    settings: CrawlSettings, cache: list[Any], status: StatusOptions, keep: bool
-) -> tuple[bool, float]:
-    """Run the check's crawl (observed: display, --status-port); returns (interrupted,
-    seconds). ``keep``: the folder is the user's (--out): metrics.prom and report.html too."""
+    settings: CrawlSettings,
+    cache: list[Any],
+    status: StatusOptions,
+    keep: bool,
+    stats_interval_s: float,
+) -> tuple[bool, dict[str, Any]]:
+    """Run the check's crawl (observed: display, --status-port, a stats line every
+    ``stats_interval_s`` when stderr is not a terminal); returns (interrupted, report.json
+    totals). ``keep``: the folder is the user's (--out): metrics.prom and report.html too."""
 
     def prepare(crawler: Crawler) -> None:
         if cache and isinstance(crawler.policy, CheckPolicy):
             crawler.policy.set_cache(cache, Path(settings.out_dir))
 
-    r = await run_watched(settings, status, prepare)
+    r = await run_watched(settings, status, prepare, stats_interval_s=stats_interval_s)
     if keep:
         write_end_files(settings.out_dir, r.gauges)
-    return r.interrupted, r.snapshot.elapsed_s
+    return r.interrupted, r.snapshot.to_dict()
+
+
+def _write_report(text: str, target: str | None) -> None:
+    """The report to stdout or to ``target`` (through a temporary file and a rename, so a
+    failed write leaves neither a partial report nor a stray temporary file).
+
+    Raises:
+        OSError: the report could not be written.
+    """
+    import os
+
+    if target is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    path = Path(target)
+    tmp = path.with_name(f".{path.name}.skitter-tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def run(args: argparse.Namespace) -> int:
-    """``skitter check-links``: exit 0 nothing broken, 1 broken links, 2 error, 4 no start
-    URL got any HTTP response, 130 stopped."""
+    """``skitter check-links``: exit 0 nothing broken, 1 broken links (or the report could
+    not be written), 2 usage error, 4 no start URL answered, 130 interrupted."""
     import shutil
     import tempfile
 
@@ -164,7 +235,11 @@ def run(args: argparse.Namespace) -> int:
 
     resume = bool(getattr(args, "resume", False))
     temp: str | None = None
+    keep_temp = False
+    target: str | None = getattr(args, "output", None)
     try:
+        if target is not None:
+            check_output_file(target)
         if getattr(args, "out", None) is None:
             if resume:
                 raise ConfigError("--resume needs --out DIR (the folder of the check)")
@@ -193,8 +268,16 @@ def run(args: argparse.Namespace) -> int:
             )
             cache = _prepare_check_dir(out, settings, getattr(args, "cache_age", 86400.0))
         ScopeRule(settings.scope, [u for u in map(canonicalize, settings.seeds) if u])
-        status = StatusOptions.from_args(args)
-        interrupted, elapsed = asyncio.run(_check(settings, cache, status, temp is None))
+        done = finished_report(str(out)) if resume else None
+        if done is not None:  # a finished check: only its report is (re)written
+            interrupted, totals = False, dict(done.get("totals", {}))
+        else:
+            status = StatusOptions.from_args(args)
+            interrupted, totals = asyncio.run(
+                _check(
+                    settings, cache, status, temp is None, getattr(args, "stats_interval", 60.0)
+                )
+            )
         if interrupted:
             if temp is None:
                 print(
@@ -210,25 +293,36 @@ def run(args: argparse.Namespace) -> int:
             check_fragments=settings.check_fragments,
         )
         text = format_report(report, getattr(args, "format", "text"))
-        target = getattr(args, "output", None)
-        if target is None:
-            sys.stdout.write(text)
-            sys.stdout.flush()
-        else:
-            Path(target).write_text(text, encoding="utf-8")
-        if not settings.quiet and (target is not None or not sys.stdout.isatty()):
-            s = report.summary
+        try:
+            _write_report(text, target)
+        except OSError as exc:
+            keep_temp = True  # never lose the results because the report could not be written
+            fmt = getattr(args, "format", "text")
             print(
-                f"{s['checked']:,} links checked in {elapsed:,.1f} s: {s['broken']:,} broken, "
-                f"{s['unverified']:,} unverified, {s['redirected']:,} redirected"
-                + (f"; report: {target}" if target else ""),
+                f"{os_error_line(exc)}; the results are kept: write the report with: "
+                f"skitter check-links --resume --out {out} --format {fmt} -o FILE",
+                file=sys.stderr,
+            )
+            return 1
+        s = report.summary
+        if not settings.quiet and (target is not None or not sys.stdout.isatty()):
+            print(
+                f"{plural(s['checked'], 'link')} checked in {float(totals['elapsed_s']):,.1f} s: "
+                f"{s['broken']:,} broken, {s['unverified']:,} unverified, "
+                f"{s['redirected']:,} redirected" + (f"; report: {target}" if target else ""),
                 file=sys.stderr,
             )
         for seed in report.seeds_unanswered:
             print(f"skitter: start URL got no HTTP response: {seed}", file=sys.stderr)
         if report.no_seed_answered:
-            return 4  # no start URL got any HTTP response (all refused by robots.txt...)
-        return 1 if report.summary["broken"] else 0
+            # no start URL got any HTTP response (unreachable, or refused by robots.txt)
+            return 4
+        return 1 if s["broken"] else 0
+    except OutputError as exc:
+        keep_temp = True
+        again = f"skitter check-links --resume --out {args.out}"
+        print(output_failure_line(exc, again), file=sys.stderr)
+        return 1
     except SkitterError as exc:
         print(f"skitter: error: {exc}", file=sys.stderr)
         return 2
@@ -236,6 +330,11 @@ def run(args: argparse.Namespace) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except OSError as exc:
+        if (Path(args.out) / "state.json").exists():  # the check had started: output failed
+            keep_temp = True
+            again = f"skitter check-links --resume --out {args.out}"
+            print(output_failure_line(exc, again), file=sys.stderr)
+            return 1
         print(os_error_line(exc), file=sys.stderr)
         return 2
     except Exception as exc:  # a bug: exit 2, never 1 ("broken links found")
@@ -243,5 +342,5 @@ def run(args: argparse.Namespace) -> int:
         print(f"skitter: internal error: {exc!r}", file=sys.stderr)
         return 2
     finally:
-        if temp is not None:
+        if temp is not None and not keep_temp:
             shutil.rmtree(temp, ignore_errors=True)

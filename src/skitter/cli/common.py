@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any, NoReturn
 
 from skitter.cli.focus_flags import AutoOr, focus_from_args
-from skitter.errors import ConfigError
+from skitter.errors import ConfigError, OutputError
 from skitter.settings import (
     CrawlSettings,
     FetchSettings,
@@ -18,9 +18,14 @@ from skitter.settings import (
 )
 
 __all__ = [
+    "EXIT_CODES",
+    "NotAFolderFlag",
     "Parser",
     "add_common_flags",
+    "add_out_folder_flag",
+    "duration",
     "os_error_line",
+    "output_failure_line",
     "read_seeds",
     "settings_from_args",
 ]
@@ -132,7 +137,16 @@ def header(text: str) -> tuple[str, str]:
 
 
 def resolve(text: str) -> tuple[str, int, str]:
-    parts = text.split(":", 2)
+    """``HOST:PORT:ADDR`` (like curl); HOST goes through the URL host rules (IDNA, case:
+    ``dócs.test`` is ``xn--dcs-gna.test``), ADDR is an IP address (IPv6 with or without
+    brackets)."""
+    from skitter.seeds import canonical_host
+
+    if text.startswith("["):  # [v6]:PORT:ADDR
+        host, sep, rest = text[1:].partition("]:")
+        parts = [host, *rest.split(":", 1)] if sep else []
+    else:
+        parts = text.split(":", 2)
     if len(parts) != 3:
         raise argparse.ArgumentTypeError(f"expected HOST:PORT:ADDR, got {text!r}")
     host, port_s, addr = parts
@@ -149,9 +163,24 @@ def resolve(text: str) -> tuple[str, int, str]:
         ipaddress.ip_address(addr)
     except ValueError:
         raise argparse.ArgumentTypeError(f"bad address in --resolve {text!r}") from None
-    if not host or not 0 < port < 65536:
+    name = canonical_host(host) if host else None
+    if name is None or not 0 < port < 65536:
         raise argparse.ArgumentTypeError(f"bad host or port in --resolve {text!r}")
-    return host.lower(), port, addr
+    return name.strip("[]"), port, addr
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$", re.I)
+
+
+def duration(text: str) -> float:
+    """Seconds from ``90``, ``30s``, ``20m``, ``2h``, ``1d``; must be > 0."""
+    m = _DURATION.match(text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 90, 30s, 20m, 2h)")
+    v = float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2).lower()]
+    if not 0 < v < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be > 0 seconds: {text!r}")
+    return v
 
 
 def regex(text: str) -> str:
@@ -162,13 +191,49 @@ def regex(text: str) -> str:
     return text
 
 
+#: The exit codes of the crawling commands, for ``--help`` (README "Exit codes" has the same).
+EXIT_CODES = """exit codes (when several apply, the first listed wins):
+  130  interrupted (Ctrl-C, SIGTERM): resumable with --resume --out DIR
+  2    bad flags, config file, seeds or output folder (one line on stderr)
+  1    the output could not be written (disk full, I/O error: one line naming the
+       file, and the resume command), or a crawler process died; check-links: broken
+       links found
+  4    no seed got any HTTP response (DNS, connect, TLS, timeout, robots.txt
+       unreachable, or every URL refused by robots.txt): nothing could be crawled
+  0    done"""
+
+
 def add_common_flags(c: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     """Add the flags ``crawl`` and ``check-links`` share (scope, politeness, fetching,
-    output); returns the "output" group so that a command can add its own there."""
+    logging, output); returns the "output" group so that a command can add its own there."""
+    c.add_argument(
+        "--config",
+        metavar="FILE",
+        help="TOML file of settings: every long flag is a key (max-depth = 3, "
+        'header = ["A: b"]); flags on the command line win',
+    )
     g = c.add_argument_group("scope")
-    g.add_argument("--scope", choices=["host", "domain", "any"], help="default: host")
-    g.add_argument("--include", action="append", type=regex, metavar="REGEX")
-    g.add_argument("--exclude", action="append", type=regex, metavar="REGEX")
+    g.add_argument(
+        "--scope",
+        choices=["host", "domain", "any"],
+        help="which links are followed: host = the seeds' hosts (default), domain = the "
+        "seeds' registered domains (www.a.org and blog.a.org), any = every http(s) link",
+    )
+    g.add_argument(
+        "--include",
+        action="append",
+        type=regex,
+        metavar="REGEX",
+        help="follow only URLs matching one of these (Python regex, searched anywhere in "
+        "the canonical URL; repeatable)",
+    )
+    g.add_argument(
+        "--exclude",
+        action="append",
+        type=regex,
+        metavar="REGEX",
+        help="never follow URLs matching this (repeatable; wins over --include)",
+    )
     g.add_argument("--max-depth", type=positive_int, metavar="N", help="hops from a seed")
     g.add_argument(
         "--max-pages",
@@ -176,10 +241,30 @@ def add_common_flags(c: argparse.ArgumentParser) -> argparse._ArgumentGroup:
         metavar="N",
         help="stop after N records with a 2xx status",
     )
-    g.add_argument("--max-links-per-page", type=positive_int, metavar="N")
-    g.add_argument("--max-seed-links", type=positive_int, metavar="N")
+    g.add_argument(
+        "--max-time",
+        type=duration,
+        metavar="DURATION",
+        help="stop cleanly after this long (90, 30s, 20m, 2h); resumable",
+    )
+    g.add_argument(
+        "--max-links-per-page",
+        type=positive_int,
+        metavar="N",
+        help="consider only the first N links of each page (the rest: links.tsv 'limit')",
+    )
+    g.add_argument(
+        "--max-seed-links",
+        type=positive_int,
+        metavar="N",
+        help="the same cap for seed pages (default: --max-links-per-page)",
+    )
     g.add_argument("--max-url-length", type=at_least_one, metavar="N", help="default: 2048")
-    g.add_argument("--follow-nofollow", action="store_true")
+    g.add_argument(
+        "--follow-nofollow",
+        action="store_true",
+        help="also follow rel=nofollow links and pages with meta robots nofollow",
+    )
     g.add_argument(
         "--max-pages-per-host",
         type=at_least_one,
@@ -206,14 +291,30 @@ def add_common_flags(c: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     )
     g = c.add_argument_group("politeness")
     g.add_argument("--delay", type=positive_float, metavar="SECONDS", help="per host, default 1.0")
+    g.add_argument(
+        "--random-wait",
+        action="store_true",
+        help="wait 0.5 to 1.5 x --delay (random, like wget) instead of exactly --delay",
+    )
     g.add_argument("--host-concurrency", type=at_least_one, metavar="N", help="default: 1")
     g.add_argument("--ip-concurrency", type=at_least_one, metavar="N", help="default: 4")
     g.add_argument(
         "--concurrency", action=AutoOr, number=at_least_one, metavar="N|auto", help="default: 64"
     )
-    g.add_argument("--retries", type=positive_int, metavar="N", help="default: 2")
+    g.add_argument(
+        "--retries",
+        type=positive_int,
+        metavar="N",
+        help="retries of timeouts, connection failures, 429 and 5xx, default 2 "
+        "(backoff 2 s, 4 s, ... 60 s)",
+    )
     g.add_argument("--ignore-robots", action="store_true", help="only for your own site")
-    g.add_argument("--robots-retry", type=positive_float, metavar="SECONDS", help="default: 60")
+    g.add_argument(
+        "--robots-retry",
+        type=positive_float,
+        metavar="SECONDS",
+        help="after a 5xx robots.txt, ask again this much later, default 60",
+    )
     g.add_argument(
         "--max-crawl-delay",
         type=positive_float,
@@ -228,11 +329,34 @@ def add_common_flags(c: argparse.ArgumentParser) -> argparse._ArgumentGroup:
         metavar="SECONDS|auto",
         help="whole-fetch deadline, default 30 (auto: per-host read deadline, this the cap)",
     )
+    g.add_argument(
+        "--max-redirects",
+        type=positive_int,
+        metavar="N",
+        help="redirect hops followed per URL, default 10 (then too_many_redirects)",
+    )
     g.add_argument("--max-body", type=size, metavar="BYTES", help="decoded size cap, default 10MiB")
     g.add_argument("--user-agent", metavar="UA")
-    g.add_argument("--header", action="append", type=header, metavar="'Name: value'")
-    g.add_argument("--proxy", type=proxy, metavar="URL")
-    g.add_argument("--resolve", action="append", type=resolve, metavar="HOST:PORT:ADDR")
+    g.add_argument(
+        "--header",
+        action="append",
+        type=header,
+        metavar="'Name: value'",
+        help="extra request header sent on every request (repeatable)",
+    )
+    g.add_argument(
+        "--proxy",
+        type=proxy,
+        metavar="URL",
+        help="send every request through this HTTP proxy (http://host:port)",
+    )
+    g.add_argument(
+        "--resolve",
+        action="append",
+        type=resolve,
+        metavar="HOST:PORT:ADDR",
+        help="connect to ADDR for HOST:PORT, like curl (repeatable)",
+    )
     g.add_argument(
         "--resolve-only",
         action="store_true",
@@ -241,37 +365,74 @@ def add_common_flags(c: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     g.add_argument(
         "--allow-private", action="store_true", help="allow links to loopback/private addresses"
     )
+    g = c.add_argument_group("logging")
+    g.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="log every request (time level pK METHOD url status bytes ms attempt=N) and "
+        "every politeness decision (delays, backoff, robots.txt) on stderr",
+    )
+    g.add_argument(
+        "--log-file",
+        metavar="FILE",
+        help="also write the log to FILE (appended; with every request, as -v)",
+    )
+    g.add_argument(
+        "--stats-interval",
+        type=positive_float,
+        metavar="SECONDS",
+        help="when stderr is not a terminal, print a stats line every SECONDS, "
+        "default 60 (0 = off)",
+    )
     g = c.add_argument_group("output")
     g.add_argument("--frontier", choices=["sqlite", "memory"], help="default: sqlite")
     g.add_argument(
         "--quiet", "-q", action="store_true", help="no progress display and no end summary"
     )
-    g.add_argument("--verbose", "-v", action="store_true", help="log more to stderr")
     return g
 
 
+class NotAFolderFlag(argparse.Action):
+    """``-o``/``--output`` on a command whose output is a folder: a one-line hint."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any, **__: Any) -> None:
+        parser.error("-o/--output names a file; this command writes a folder: use --out DIR")
+
+
+def add_out_folder_flag(c: argparse.ArgumentParser, help_text: str, required: bool) -> None:
+    """The output-flag rule of every command: ``--out DIR`` (long only) is a folder,
+    ``-o/--output FILE`` is a file. A command without a file output gets a hidden ``-o``
+    that says so in one line."""
+    c.add_argument("--out", metavar="DIR", required=required, help=help_text)
+    c.add_argument("-o", "--output", nargs="?", action=NotAFolderFlag, help=argparse.SUPPRESS)
+
+
 def read_seeds(args: argparse.Namespace) -> list[str]:
-    raw: list[str] = list(getattr(args, "seeds", []) or [])
+    """The seeds of ``SEED`` arguments then ``--seeds-file`` (``-`` = stdin), as URLs
+    (:func:`skitter.seeds.seed_url`).
+
+    Raises:
+        ConfigError: an unreadable seeds file, a bad seed (with its file line number), or a
+            seeds file without seeds.
+    """
+    import sys
+
+    from skitter.seeds import read_seed_lines, seed_url
+
+    seeds = [seed_url(s) for s in getattr(args, "seeds", []) or []]
     path = getattr(args, "seeds_file", None)
     if path is not None:
         try:
-            with open(path, encoding="utf-8-sig") as fh:
-                lines = fh.read().splitlines()
+            if path == "-":
+                text = sys.stdin.read()
+                lines = text.removeprefix("\ufeff").splitlines()
+            else:
+                with open(path, encoding="utf-8-sig") as fh:
+                    lines = fh.read().splitlines()
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"cannot read seeds file {path}: {exc}") from None
-        from_file = [t for t in (line.strip() for line in lines) if t and not t.startswith("#")]
-        if not from_file:
-            raise ConfigError(f"seeds file {path} has no seeds")
-        raw.extend(from_file)
-    from skitter.urls import canonicalize
-
-    seeds = []
-    for s in raw:
-        # a bare name means https://NAME/ ; a bare name with a path keeps its path
-        url = s if "://" in s else f"https://{s}" if "/" in s else f"https://{s}/"
-        if canonicalize(url) is None:
-            raise ConfigError(f"not an http(s) URL or domain name: {s!r}")
-        seeds.append(url)
+        seeds.extend(read_seed_lines(lines, "(stdin)" if path == "-" else path))
     return seeds
 
 
@@ -306,7 +467,7 @@ def settings_from_args(
         connect_timeout_s=min(fetch.connect_timeout_s, pick("timeout", fetch.timeout_s)),
         read_timeout_s=min(fetch.read_timeout_s, pick("timeout", fetch.timeout_s)),
         max_body_bytes=pick("max_body", fetch.max_body_bytes),
-        max_redirects=fetch.max_redirects,
+        max_redirects=pick("max_redirects", fetch.max_redirects),
         proxy=pick("proxy", fetch.proxy),
         resolve=resolve,
         resolve_only=pick("resolve_only", fetch.resolve_only),
@@ -319,6 +480,7 @@ def settings_from_args(
     politeness = replace(
         p,
         delay_s=pick("delay", p.delay_s),
+        random_wait=pick("random_wait", p.random_wait),
         host_concurrency=pick("host_concurrency", p.host_concurrency),
         ip_concurrency=pick("ip_concurrency", p.ip_concurrency),
         concurrency=pick("concurrency", p.concurrency),
@@ -360,6 +522,7 @@ def settings_from_args(
         check_resources=b.check_resources,
         check_fragments=b.check_fragments,
         processes=pick("processes", b.processes),
+        max_time_s=pick("max_time", b.max_time_s),
         extract_links=b.extract_links,
         focus=b.focus,
     )
@@ -396,3 +559,76 @@ def add_status_flags(c: argparse.ArgumentParser) -> None:
         metavar="ADDR",
         help="address of the status server (default 127.0.0.1: this machine only)",
     )
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``"1 URL"``, ``"2 URLs"`` (thousands separated)."""
+    return f"{n:,} {word if n == 1 else (many or word + 's')}"
+
+
+def no_seed_answered(totals: dict[str, Any]) -> bool:
+    """True when no page of the crawl got an HTTP response: no record has a status. A seed
+    whose every URL robots.txt refused (or whose robots.txt could not be fetched) is not
+    answered: exit code 4, as wget says failure. Every record comes from a seed or a page
+    reached from one, so this is "no seed got any HTTP response".
+
+    Args:
+        totals: report.json ``totals`` (:meth:`skitter.stats.StatsSnapshot.to_dict`).
+    """
+    return sum(int(v) for v in totals.get("by_status", {}).values()) == 0
+
+
+#: Exit codes, most important first (``EXIT_CODES`` explains them).
+EXIT_PRECEDENCE = (130, 2, 1, 4, 0)
+
+
+def exit_code(*codes: int) -> int:
+    """The exit code that wins among ``codes``: 130 > 2 > 1 > 4 > 0."""
+    return min(codes, key=EXIT_PRECEDENCE.index, default=0)
+
+
+def summary_lines(totals: dict[str, Any]) -> list[str]:
+    """The end-of-crawl summary, rendered from report.json ``totals`` only, so that both
+    always say the same (a 2xx record cut off as ``body_too_large`` is counted in ``ok``
+    and in ``errors`` in both)."""
+    by_status = {int(k): int(v) for k, v in totals.get("by_status", {}).items()}
+
+    def band(lo: int) -> int:
+        return sum(n for s, n in by_status.items() if lo <= s < lo + 100)
+
+    errors = totals.get("by_error", {})
+    kinds = ", ".join(f"{k} {n:,}" for k, n in sorted(errors.items()))
+    return [
+        f"{plural(int(totals.get('records', 0)), 'page')}: {int(totals.get('ok', 0)):,} ok "
+        f"(2xx), {plural(band(300), 'redirect')} (3xx), {plural(band(400), 'client error')} "
+        f"(4xx), {plural(band(500), 'server error')} (5xx), "
+        f"{plural(int(totals.get('errors', 0)), 'error')}"
+        + (f" ({kinds})" if kinds else "")
+        + f"; {plural(int(totals.get('robots_disallowed', 0)), 'more URL')} blocked by "
+        f"robots.txt; {float(totals.get('elapsed_s', 0)):,.1f} s = "
+        f"{float(totals.get('pages_per_s', 0)):,.1f} pages/s"
+    ]
+
+
+def output_failure_line(exc: OSError | OutputError, resume: str) -> str:
+    """The one line for an output that could not be written during a crawl: the file, the
+    cause and how to resume, e.g. ``skitter: error: cannot write out/pages.jsonl: No space
+    left on device; resume with: skitter crawl --resume --out out``."""
+    if isinstance(exc, OSError):
+        exc = OutputError.from_os_error(exc)
+    return f"skitter: error: {exc}; resume with: {resume}"
+
+
+def finished_report(out: str) -> dict[str, Any] | None:
+    """report.json of the crawl in ``out`` if that crawl is finished (its frontier ran dry:
+    ``finished`` true, ``stop_reason`` "done"), else None (unfinished, stopped by a limit or
+    a signal, or no readable report)."""
+    import json
+    from pathlib import Path
+
+    try:
+        report = json.loads((Path(out) / "report.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(report, dict):
+        return None
+    done = report.get("finished") is True or report.get("stop_reason") in ("done", "finished")
+    return report if done else None

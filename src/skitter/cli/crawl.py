@@ -10,27 +10,41 @@ from pathlib import Path
 from typing import Any
 
 from skitter.cli.common import (
+    EXIT_CODES,
     add_common_flags,
+    add_out_folder_flag,
     add_status_flags,
+    finished_report,
+    no_seed_answered,
     os_error_line,
+    output_failure_line,
+    plural,
     processes,
     settings_from_args,
+    summary_lines,
 )
 from skitter.cli.focus_flags import add_focus_flags
-from skitter.cli.progress import Progress, run_crawler, run_watched
+from skitter.cli.progress import Progress, run_crawler, run_watched, stats_line
 from skitter.cli.quality_flags import add_quality_flags, quality_from_args
 from skitter.crawler import Crawler
-from skitter.errors import ConfigError, SkitterError
+from skitter.errors import ConfigError, OutputError, SkitterError
 from skitter.settings import (
     CrawlSettings,
 )
-from skitter.state import check_resume_compatible, load_state
+from skitter.state import STATE_FILE, check_resume_compatible, load_state
 from skitter.stats import StatsSnapshot
 from skitter.status.session import (
     StatusOptions,
     announce,
     write_end_files,
 )
+
+EXAMPLES = """examples:
+  skitter crawl https://example.org/ --out crawl-1
+  skitter crawl example.org --max-depth 2 --max-time 20m --out crawl-2
+  skitter crawl --seeds-file domains.txt --scope domain --delay 2 --random-wait --out crawl-3
+  skitter crawl --config crawl.toml -v --log-file crawl.log
+  skitter crawl --resume --out crawl-1       # after Ctrl-C, kill -9, a crash, --max-time"""
 
 
 def add_parser(sub: Any) -> None:
@@ -40,13 +54,26 @@ def add_parser(sub: Any) -> None:
         "crawl",
         help="crawl from seed URLs, write WARC, pages.jsonl, links.tsv, report.json",
         description="Crawl politely from seeds; the output folder also holds the resumable state.",
-        epilog="exit codes: 0 done (or --max-pages reached); 2 bad flags, seeds or output "
-        "folder; 130 interrupted (resume with --resume --out DIR)",
+        epilog=EXAMPLES + "\n\n" + EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         argument_default=S,
     )
-    c.add_argument("seeds", nargs="*", metavar="SEED", help="seed URL or bare domain name")
-    c.add_argument("--seeds-file", metavar="FILE", help="file of seed URLs or domains, one a line")
-    c.add_argument("--out", "-o", metavar="DIR", required=True, help="output folder")
+    c.add_argument(
+        "seeds",
+        nargs="*",
+        metavar="SEED",
+        help="seed URL, bare domain name (example.org = https://example.org/) or name:port",
+    )
+    c.add_argument(
+        "--seeds-file",
+        metavar="FILE",
+        help="file of seeds, one a line (# comments); - reads stdin",
+    )
+    add_out_folder_flag(
+        c,
+        "output folder (WARC, pages.jsonl, links.tsv, report.json and the resumable state)",
+        required=False,  # required, but may come from --config: checked in run()
+    )
     c.add_argument("--resume", action="store_true", help="continue the crawl stored in --out")
     c.add_argument(
         "--levels",
@@ -68,8 +95,8 @@ def add_parser(sub: Any) -> None:
     add_quality_flags(c)
 
 
-async def _crawl(settings: CrawlSettings, status: StatusOptions) -> int:
-    r = await run_watched(settings, status)
+async def _crawl(settings: CrawlSettings, status: StatusOptions, stats_interval_s: float) -> int:
+    r = await run_watched(settings, status, stats_interval_s=stats_interval_s)
     write_end_files(settings.out_dir, r.gauges)
     return _summary(settings, r.snapshot, r.stop_reason, r.interrupted)
 
@@ -114,19 +141,23 @@ def _choose_processes(settings: CrawlSettings, given: int | None) -> CrawlSettin
 def _summary(
     settings: CrawlSettings, snap: StatsSnapshot, stop_reason: str, interrupted: bool
 ) -> int:
-    """Print the end-of-crawl lines (unless quiet); returns 130 if interrupted, else 0."""
+    """Print the end-of-crawl lines (unless quiet) from the same totals as report.json;
+    returns the exit code: 130 interrupted, 4 no seed got any HTTP response, else 0."""
     out = Path(settings.out_dir)
+    totals = snap.to_dict()
     if not settings.quiet:
-        v = snap.by_verdict
-        print(
-            f"{snap.records:,} pages: {v.get('ok', 0):,} ok, {v.get('broken', 0):,} broken, "
-            f"{v.get('unverified', 0):,} unverified, {v.get('redirected', 0):,} redirected "
-            f"({snap.errors:,} without a response); {snap.robots_disallowed:,} more URLs "
-            f"blocked by robots.txt; {snap.elapsed_s:,.1f} s = {snap.pages_per_s:,.1f} pages/s"
-        )
+        for line in summary_lines(totals):
+            print(line)
         if stop_reason == "max_pages":
             print(f"stopped at --max-pages {settings.max_pages} (2xx pages); more were queued")
-        print(f"output: {out}/ (pages.jsonl, links.tsv, report.json, *.warc.gz)")
+        elif stop_reason == "max_time":
+            print(
+                f"stopped at --max-time ({settings.max_time_s:g} s); more were queued: "
+                f"continue with: skitter crawl --resume --out {out}"
+            )
+        warc = ", *.warc.gz, *.cdxj" if settings.warc else ""
+        files = f"pages.jsonl, links.tsv, report.json{warc}"
+        print(f"output: {out}/ ({files})")
     if interrupted:
         if settings.frontier == "memory":
             print("interrupted (--frontier memory keeps no state: it cannot be resumed)",
@@ -134,12 +165,24 @@ def _summary(
         else:
             print(f"interrupted; resume with: skitter crawl --resume --out {out}", file=sys.stderr)
         return 130
+    if stop_reason in ("done", "finished") and no_seed_answered(totals):
+        print(
+            "skitter: no seed got any HTTP response (see error and error_detail in "
+            f"{out / 'pages.jsonl'})",
+            file=sys.stderr,
+        )
+        return 4
     return 0
 
 
-def _crawl_processes(settings: CrawlSettings, status: StatusOptions) -> int:
+def _crawl_processes(
+    settings: CrawlSettings, status: StatusOptions, stats_interval_s: float
+) -> int:
     """``crawl`` with ``--processes`` > 1 (:mod:`skitter.processes`): the display on a TTY and
-    the status server follow the merged output (:class:`skitter.status.journal.JournalSource`)."""
+    the status server follow the merged output (:class:`skitter.status.journal.JournalSource`);
+    on no terminal, a stats line every ``stats_interval_s`` (0 = off)."""
+    import time
+
     from skitter.processes import run_processes
     from skitter.status.journal import JournalSource
     from skitter.status.server import ServerThread, StatusServer
@@ -159,13 +202,23 @@ def _crawl_processes(settings: CrawlSettings, status: StatusOptions) -> int:
     live: Any = None
     meter = RateMeter(window_s=30.0)
     url_written = False
+    interval = 0.0 if settings.quiet or sys.stderr.isatty() else stats_interval_s
+    last_stats = time.monotonic()
 
     def on_status(t: dict[str, int]) -> None:
-        nonlocal live, url_written
+        nonlocal live, url_written, last_stats
         source.update(t)
         if thread is not None and not url_written:  # the output folder is ready now
             url_written = True
             announce(thread.server, settings.out_dir, quiet=True)
+        if interval > 0 and time.monotonic() - last_stats >= interval:
+            last_stats = time.monotonic()
+            rate = t.get("records", 0) / max(t.get("elapsed_ms", 0) / 1000, 1e-9)
+            print(
+                stats_line(t.get("records", 0), rate, t.get("queued", 0),
+                           t.get("inflight", 0), t.get("errors", 0)),
+                file=sys.stderr, flush=True,
+            )  # fmt: skip
         if not show:
             return
         if live is None:
@@ -187,15 +240,16 @@ def _crawl_processes(settings: CrawlSettings, status: StatusOptions) -> int:
         if thread is not None:
             thread.stop()
     if outcome.error is not None:
-        print(f"skitter: error: {outcome.error}", file=sys.stderr)
         if outcome.exit_code == 2:
+            print(f"skitter: error: {outcome.error}", file=sys.stderr)
             return 2
         print(
-            f"the crawl stopped; resume with: skitter crawl --resume --out {settings.out_dir}",
+            f"skitter: error: {outcome.error}; the crawl stopped; resume with: "
+            f"skitter crawl --resume --out {settings.out_dir}",
             file=sys.stderr,
         )
         return 1
-    write_end_files(settings.out_dir, (0, 0, 0, 0) if outcome.stop_reason == "finished" else None)
+    write_end_files(settings.out_dir, (0, 0, 0, 0) if outcome.stop_reason == "done" else None)
     return _summary(settings, outcome.snapshot, outcome.stop_reason, outcome.interrupted)
 
 
@@ -221,11 +275,23 @@ def _recrawl_settings(args: argparse.Namespace) -> CrawlSettings:
 def run(args: argparse.Namespace) -> int:
     """Run ``skitter crawl``; returns the exit code."""
     try:
+        if getattr(args, "out", None) is None:
+            raise ConfigError("the following arguments are required: --out DIR")
         if getattr(args, "resume", False):
             stored = load_state(Path(args.out))
             settings = settings_from_args(args, base=stored)
             settings = replace(settings, quality=quality_from_args(args, stored.quality))
             check_resume_compatible(stored, settings)
+            done = finished_report(args.out)
+            if done is not None:
+                # nothing left to crawl: say so and touch no file
+                records = int(done.get("totals", {}).get("records", 0))
+                print(
+                    f"the crawl in {args.out} is finished ({plural(records, 'page')}); "
+                    "nothing to resume",
+                    file=sys.stderr,
+                )
+                return 0
         elif getattr(args, "since", None):
             settings = _recrawl_settings(args)
         else:
@@ -244,8 +310,11 @@ def run(args: argparse.Namespace) -> int:
         if getattr(args, "levels", False) or (settings.resume and is_levels_crawl(args.out)):
             return asyncio.run(_crawl_levels(settings))
         if settings.processes > 1:
-            return _crawl_processes(settings, status)
-        return asyncio.run(_crawl(settings, status))
+            return _crawl_processes(settings, status, getattr(args, "stats_interval", 60.0))
+        return asyncio.run(_crawl(settings, status, getattr(args, "stats_interval", 60.0)))
+    except OutputError as exc:
+        print(output_failure_line(exc, _resume_command(args.out)), file=sys.stderr)
+        return 1
     except SkitterError as exc:
         print(f"skitter: error: {exc}", file=sys.stderr)
         return 2
@@ -253,5 +322,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"interrupted; resume with: skitter crawl --resume --out {args.out}", file=sys.stderr)
         return 130
     except OSError as exc:
+        if (Path(args.out) / STATE_FILE).exists():  # the crawl had started: output failed
+            print(output_failure_line(exc, _resume_command(args.out)), file=sys.stderr)
+            return 1
         print(os_error_line(exc), file=sys.stderr)
         return 2
+
+
+def _resume_command(out: str) -> str:
+    return f"skitter crawl --resume --out {out}"

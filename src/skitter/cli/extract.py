@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any
 
-from skitter.cli.common import at_least_one, os_error_line, size
+from skitter.cli.common import add_out_folder_flag, at_least_one, os_error_line, size
 from skitter.errors import ConfigError, SkitterError
 
 
@@ -24,7 +24,7 @@ def add_parser(sub: Any) -> None:
         ),
     )
     c.add_argument("warcs", nargs="+", metavar="WARC", help="WARC file (.warc or .warc.gz)")
-    c.add_argument("--out", "-o", required=True, metavar="DIR", help="output folder")
+    add_out_folder_flag(c, "output folder", required=True)
     c.add_argument(
         "--scope",
         choices=("host", "domain", "any"),

@@ -9,7 +9,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from skitter.cli.common import add_common_flags, os_error_line, settings_from_args
+from skitter.cli.common import (
+    add_common_flags,
+    add_out_folder_flag,
+    os_error_line,
+    settings_from_args,
+)
 from skitter.errors import ConfigError, SkitterError
 
 
@@ -29,7 +34,7 @@ def add_parser(sub: Any) -> None:
         argument_default=argparse.SUPPRESS,
     )
     c.add_argument("--urls", metavar="FILE", help="the URLs, one a line ('-' = stdin)")
-    c.add_argument("--out", "-o", metavar="DIR", required=True, help="output folder")
+    add_out_folder_flag(c, "output folder", required=True)
     c.add_argument("--resume", action="store_true", help="continue the fetch stored in --out")
     add_common_flags(c)
 

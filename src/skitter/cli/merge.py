@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from skitter.cli.common import os_error_line
+from skitter.cli.common import NotAFolderFlag, os_error_line
 from skitter.errors import SkitterError
 
 
@@ -25,12 +25,13 @@ def add_parser(sub: Any) -> None:
     m.add_argument("folders", nargs="+", metavar="DIR", type=Path, help="a crawl folder")
     m.add_argument(
         "--out",
-        "-o",
         metavar="MERGED",
         required=True,
         type=Path,
         help="folder for the merged files (created; a previous merge is replaced)",
     )
+    # the output-flag rule: -o/--output is a file, and this command writes a folder
+    m.add_argument("-o", "--output", nargs="?", action=NotAFolderFlag, help=argparse.SUPPRESS)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,20 +18,48 @@ if TYPE_CHECKING:
     from skitter.settings import CrawlSettings
     from skitter.status.session import StatusOptions
 
+def stats_line(records: int, rate: float, queued: int, inflight: int, errors: int) -> str:
+    """The periodic ``--stats-interval`` line (stderr not a terminal), as Scrapy's."""
+    from skitter.cli.common import plural
+
+    return (
+        f"skitter: stats: {plural(records, 'page')} ({rate:,.1f} pages/s), {queued:,} queued, "
+        f"{inflight:,} in flight, {plural(errors, 'error')}"
+    )
+
 
 class Progress:
     """The live display on a terminal (rich, :mod:`skitter.status.terminal`), refreshed about
     twice a second from a status source, or nothing: a progress bar when the crawl's end is
-    known (``--max-pages``), else a panel with the headline figures and the five slowest and
-    most failing hosts. On stderr only."""
+    known (``--max-pages``, a link check), else a panel with the headline figures (fetched,
+    2xx, pages/s, queued, in flight, hosts, errors...) and the five slowest and most failing
+    hosts. On stderr only. With ``stats_interval_s`` > 0 (stderr not a terminal), a stats line
+    every that many seconds instead, as Scrapy logs, so a crawl under nohup or CI is not
+    silent."""
 
-    def __init__(self, enabled: bool, source: StatusSource | None = None) -> None:
+    def __init__(
+        self, enabled: bool, source: StatusSource | None = None, stats_interval_s: float = 0.0
+    ) -> None:
         self.enabled = enabled
         self.source = source  # None: the crawler's own counters (CrawlerSource)
+        self.stats_interval_s = stats_interval_s
         self.live: Any = None
         self._task: asyncio.Task[None] | None = None
+        self._stats_task: asyncio.Task[None] | None = None
+
+    @classmethod
+    def for_settings(
+        cls, quiet: bool, stats_interval_s: float, source: StatusSource | None = None
+    ) -> Progress:
+        """The live display on a terminal; else, unless quiet, a stats line every
+        ``stats_interval_s`` seconds (0 = off)."""
+        tty = sys.stderr.isatty()
+        return cls(not quiet and tty, source, stats_interval_s if not quiet and not tty else 0.0)
 
     def start(self, crawler: Crawler) -> None:
+        if self.stats_interval_s > 0:
+            loop = asyncio.get_running_loop()
+            self._stats_task = loop.create_task(self._stats(crawler))
         if not self.enabled:
             return
         if self.source is None:
@@ -58,7 +86,21 @@ class Progress:
             self.live.update(view, refresh=True)
             await asyncio.sleep(0.5)
 
+    async def _stats(self, crawler: Crawler) -> None:
+        while True:
+            await asyncio.sleep(self.stats_interval_s)
+            s = crawler.snapshot()
+            c = await crawler.components.frontier.counts()
+            print(
+                stats_line(s.records, s.pages_per_s, c.pending, c.leased, s.errors),
+                file=sys.stderr,
+                flush=True,
+            )
+
     def stop(self) -> None:
+        if self._stats_task is not None:
+            self._stats_task.cancel()
+            self._stats_task = None
         if self._task is not None:
             self._task.cancel()
             self._task = None
@@ -101,7 +143,7 @@ async def run_crawler(crawler: Crawler, progress: Progress) -> tuple[StatsSnapsh
         progress.stop()
         for sig in handled:
             loop.remove_signal_handler(sig)
-    stopped = crawler.report()["stop_reason"] in ("interrupted", "aborted")
+    stopped = crawler.report()["stop_reason"] in ("interrupted",)
     return snap, bool(signals) or (not crawler.finished and stopped)
 
 
@@ -120,11 +162,13 @@ async def run_watched(
     settings: CrawlSettings,
     status: StatusOptions,
     prepare: Callable[[Crawler], None] | None = None,
+    stats_interval_s: float = 0.0,
 ) -> WatchedRun:
     """Run one crawl of ``settings`` in this process, observed (:mod:`skitter.status`): the
     terminal display on a TTY (not with --quiet), the ``--status-port`` server (bound before
-    the output folder is touched, then announced). ``prepare`` is called on the entered
-    crawler before it runs.
+    the output folder is touched, then announced), a stats line every ``stats_interval_s``
+    seconds when stderr is not a terminal. ``prepare`` is called on the entered crawler
+    before it runs.
 
     Raises:
         OSError: the status server cannot bind its address.
@@ -133,7 +177,7 @@ async def run_watched(
     from skitter.status.session import announce, bind_crawler, live_state_for, start_server
 
     live = live_state_for(settings)
-    progress = Progress(not settings.quiet and sys.stderr.isatty(), live)
+    progress = Progress.for_settings(settings.quiet, stats_interval_s, live)
     server = await start_server(live, status, str(settings.out_dir))
     try:
         async with Crawler.from_settings(settings, hooks=CrawlHooks(observer=live)) as crawler:
@@ -145,7 +189,7 @@ async def run_watched(
             try:
                 snap, interrupted = await run_crawler(crawler, progress)
             finally:
-                live.finish("finished" if crawler.stop_reason == "finished" else "stopped")
+                live.finish("finished" if crawler.stop_reason == "done" else "stopped")
             t = await live.totals()
             stop_reason = crawler.stop_reason
     finally:

@@ -20,7 +20,7 @@ import os
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
 
-__all__ = ["AppendFile", "Writer", "fsync_dir", "truncate_partial_line"]
+__all__ = ["AppendFile", "Writer", "fsync_dir", "named_os_error", "truncate_partial_line"]
 
 _OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
 _SCAN_BLOCK_BYTES = 64 * 1024
@@ -41,6 +41,12 @@ class Writer(Protocol):
     def close(self) -> None:
         """Sync and close; idempotent."""
         ...
+
+
+def named_os_error(exc: OSError, path: str) -> OSError:
+    """``exc`` again with ``path`` as its file name (``os.write`` on a descriptor names
+    none), so that the one-line error says which file could not be written."""
+    return OSError(exc.errno, exc.strerror or str(exc), path)
 
 
 def fsync_dir(directory: str | os.PathLike[str]) -> None:
@@ -113,7 +119,7 @@ class AppendFile(Closing):
 
         Raises:
             ValueError: the file is closed.
-            OSError: the write failed.
+            OSError: the write failed (its ``filename`` is this file).
         """
         if self._closed:
             raise ValueError(f"write to closed file {self.path}")
@@ -122,10 +128,12 @@ class AppendFile(Closing):
         try:
             while written < len(view):
                 written += os.write(self._fd, view[written:])
-        except BaseException:
+        except BaseException as exc:
             if written:
                 with contextlib.suppress(OSError):
                     os.ftruncate(self._fd, os.fstat(self._fd).st_size - written)
+            if isinstance(exc, OSError) and exc.filename is None:
+                raise named_os_error(exc, self.path) from None
             raise
         self._offset += written
         return written
@@ -147,7 +155,10 @@ class AppendFile(Closing):
             OSError: fsync failed.
         """
         if not self._closed:
-            os.fsync(self._fd)
+            try:
+                os.fsync(self._fd)
+            except OSError as exc:
+                raise named_os_error(exc, self.path) from None
 
     def close(self) -> None:
         """Sync and close the file; idempotent."""
@@ -156,6 +167,8 @@ class AppendFile(Closing):
         self._closed = True
         try:
             os.fsync(self._fd)
+        except OSError as exc:
+            raise named_os_error(exc, self.path) from None
         finally:
             os.close(self._fd)
 

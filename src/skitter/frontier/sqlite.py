@@ -56,7 +56,7 @@ import sqlite3
 from collections.abc import Sequence
 from operator import itemgetter
 
-from skitter.errors import FrontierError, StateError
+from skitter.errors import FrontierError, OutputError, StateError
 from skitter.frontier.base import (
     AddResult,
     FrontierCounts,
@@ -84,6 +84,7 @@ from skitter.frontier.sqlite_store import (
     _encode,
     _Guard,
     _QueueRow,
+    db_error,
     open_database,
 )
 from skitter.models import Lease, Request
@@ -165,6 +166,9 @@ class SqliteFrontier(_CoreFrontier, SeenTables):
             self._closed = True
             if isinstance(e, StateError):
                 raise
+            err = db_error(e, path) if isinstance(e, sqlite3.Error) else None
+            if isinstance(err, OutputError):
+                raise err from e  # the disk is full (or failing): not a bad frontier
             raise FrontierError(f"cannot open frontier {path!r}: {e}") from e
 
     @classmethod
@@ -621,7 +625,7 @@ class SqliteFrontier(_CoreFrontier, SeenTables):
         try:
             self._commit(db, durable=True)
         except sqlite3.Error as e:
-            raise FrontierError(f"frontier database error: {e}") from e
+            raise db_error(e, self.path) from e
 
     async def aclose(self) -> None:
         """Flush, checkpoint the WAL into the main file and close; idempotent.
@@ -635,7 +639,7 @@ class SqliteFrontier(_CoreFrontier, SeenTables):
             await self.flush()
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         except sqlite3.Error as e:
-            raise FrontierError(f"frontier database error: {e}") from e
+            raise db_error(e, self.path) from e
         finally:
             self._closed = True
             self._conn.close()

@@ -33,7 +33,7 @@ import sqlite3
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from skitter.errors import FrontierError, StateError
+from skitter.errors import FrontierError, OutputError, SkitterError, StateError
 from skitter.models import Hop, Request
 
 if TYPE_CHECKING:
@@ -180,6 +180,20 @@ def _decode(url: str, depth: int, priority: int, referer: str | None, data: str 
     )
 
 
+#: SQLite result codes that mean the file could not be written (SQLITE_READONLY,
+#: SQLITE_IOERR, SQLITE_FULL), not that the database is wrong.
+_WRITE_FAILURES = {8: "read-only", 10: "I/O error", 13: "database or disk is full"}
+
+
+def db_error(e: sqlite3.Error, path: str) -> SkitterError:
+    """``e`` as a :class:`FrontierError`, or as an :class:`OutputError` naming the file when
+    it could not be written (disk full, I/O error, read-only: the crawl can be resumed)."""
+    code = getattr(e, "sqlite_errorcode", None)
+    if code is not None and code & 0xFF in _WRITE_FAILURES:
+        return OutputError(path, _WRITE_FAILURES[code & 0xFF])
+    return FrontierError(f"frontier database error: {e}")
+
+
 class _Guard:
     """Context manager around one frontier call (a class: cheaper than @contextmanager).
 
@@ -198,7 +212,7 @@ class _Guard:
             if not db.in_transaction:
                 db.execute("BEGIN")
         except sqlite3.Error as e:
-            raise FrontierError(f"frontier database error: {e}") from e
+            raise db_error(e, self.owner.path) from e
         return db
 
     def __exit__(
@@ -208,13 +222,13 @@ class _Guard:
         tb: TracebackType | None,
     ) -> None:
         if isinstance(exc, sqlite3.Error):
-            raise FrontierError(f"frontier database error: {exc}") from exc
+            raise db_error(exc, self.owner.path) from exc
         owner = self.owner
         if exc is None and owner._ops >= owner.batch_size:
             try:
                 owner._commit(owner._db)
             except sqlite3.Error as e:
-                raise FrontierError(f"frontier database error: {e}") from e
+                raise db_error(e, owner.path) from e
 
 
 def _check_schema(db: sqlite3.Connection, path: str) -> bool:

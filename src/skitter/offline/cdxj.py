@@ -27,6 +27,7 @@ one gzip stream has no per-record offsets and is refused.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import logging
@@ -230,11 +231,16 @@ def write_index(
 
     lines = index_lines(warc_path, damage)
     tmp = out + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.writelines(lines)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, out)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.writelines(lines)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, out)
+    except OSError:
+        with contextlib.suppress(OSError):  # never leave a stray temporary file (disk full)
+            os.unlink(tmp)
+        raise
     result.lines = len(lines)
     return result
 
