@@ -315,7 +315,8 @@ def run(args: argparse.Namespace) -> int:
         for seed in report.seeds_unanswered:
             print(f"skitter: start URL got no HTTP response: {seed}", file=sys.stderr)
         if report.no_seed_answered:
-            # no start URL got any HTTP response (unreachable, or refused by robots.txt)
+            # unreachable, or refused by robots.txt: nothing could be checked from them
+            print("skitter: no start URL got any HTTP response", file=sys.stderr)
             return 4
         return 1 if s["broken"] else 0
     except OutputError as exc:
