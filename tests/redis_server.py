@@ -118,7 +118,7 @@ class RedisServer:
             if not self.port:
                 self.port = free_port()
             self.proc = subprocess.Popen(
-                self._args(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+                self._args(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
             )
             for _ in range(500):  # bounded: 500 x 20 ms
                 if self.proc.poll() is not None:
