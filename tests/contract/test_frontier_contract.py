@@ -1,4 +1,4 @@
-"""The frontier contract: one suite run over every backend (memory, sqlite).
+"""The frontier contract: one suite run over every backend (memory, sqlite, redis).
 
 Time is a fake clock: plain floats passed as ``now``; nothing sleeps.
 """
@@ -6,10 +6,12 @@ Time is a fake clock: plain floats passed as ``now``; nothing sleeps.
 from __future__ import annotations
 
 import random
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
+import redis.asyncio as aioredis
 
 from skitter.errors import FrontierError
 from skitter.frontier import (
@@ -20,21 +22,40 @@ from skitter.frontier import (
     SqliteFrontier,
 )
 from skitter.frontier.base import _HostKeys
+from skitter.frontier.redis import RedisFrontier
 from skitter.models import Hop, Lease, Request
 from skitter.urls import host_key
+from tests.redis_server import RedisServer
 
 Factory = Callable[..., Awaitable[Frontier]]
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "redis"])
 async def make(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Factory]:
-    """A factory ``await make(host_concurrency=1, lease_ttl_s=300.0)`` for the backend."""
+    """A factory ``await make(host_concurrency=1, lease_ttl_s=300.0)`` for the backend.
+
+    Redis: the session's ``redis-server``, a fresh crawl id per frontier, 4 shards (so
+    hosts of one test land in different shards and cross-shard ordering is exercised).
+    """
     opened: list[Frontier] = []
+    client = None
+    if request.param == "redis":
+        server: RedisServer = request.getfixturevalue("redis_server")
+        client = aioredis.Redis.from_url(server.url, decode_responses=True)
 
     async def factory(host_concurrency: int = 1, lease_ttl_s: float = 300.0) -> Frontier:
         f: Frontier
         if request.param == "memory":
             f = MemoryFrontier(host_concurrency=host_concurrency, lease_ttl_s=lease_ttl_s)
+        elif request.param == "redis":
+            f = await RedisFrontier.open(
+                client,
+                f"contract-{uuid.uuid4().hex[:12]}",
+                host_concurrency=host_concurrency,
+                lease_ttl_s=lease_ttl_s,
+                shards=4,
+                buckets=64,
+            )
         else:
             f = await SqliteFrontier.open(
                 str(tmp_path / f"frontier{len(opened)}.db"),
@@ -47,6 +68,8 @@ async def make(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[
     yield factory
     for f in opened:
         await f.aclose()
+    if client is not None:
+        await client.aclose()
 
 
 @pytest.fixture
