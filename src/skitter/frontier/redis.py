@@ -33,7 +33,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
-import redis.asyncio as aioredis
 import redis.exceptions as rexc
 
 from skitter.errors import FrontierError
@@ -117,6 +116,10 @@ class RedisFrontier:
         clock: None = times are the caller's; else the caller's clock (seconds), and stored
             times are the Redis server's.
         redis_wait_s: seconds to keep retrying while Redis is unreachable.
+        order: ``exact`` = lease the host that sorts first by (not_before, head depth, host)
+            over every shard (one pipelined read of 2 x shards commands per lease);
+            ``rotate`` = try the shards in turn, one script each, exact order within a
+            shard (what workers use: one script per lease while work is plentiful).
         warn: receives one line when Redis becomes unreachable.
         own_client: close ``client`` in :meth:`aclose`.
     """
@@ -134,6 +137,7 @@ class RedisFrontier:
         redis_wait_s: float,
         warn: Callable[[str], None] | None,
         own_client: bool,
+        order: str = "exact",
     ) -> None:
         self._r = client
         self.crawl_id = crawl_id
@@ -146,6 +150,10 @@ class RedisFrontier:
         self.redis_wait_s = redis_wait_s
         self._warn = warn
         self._own = own_client
+        if order not in ("exact", "rotate"):
+            raise ValueError(f"order must be exact or rotate, got {order!r}")
+        self.order = order
+        self._next_shard = zlib.crc32(str(id(self)).encode()) % shards
         self._closed = False
         self._skew = 0.0
         self._prefixes = [shard_prefix(crawl_id, s) for s in range(shards)]
@@ -178,6 +186,7 @@ class RedisFrontier:
         redis_wait_s: float = 300.0,
         warn: Callable[[str], None] | None = None,
         own_client: bool = False,
+        order: str = "exact",
     ) -> RedisFrontier:
         """Open (creating when new) the frontier of ``crawl_id``; see the class docstring.
 
@@ -205,6 +214,7 @@ class RedisFrontier:
             redis_wait_s=redis_wait_s,
             warn=warn,
             own_client=own_client,
+            order=order,
         )
 
         async def layout() -> list[Any]:
@@ -226,6 +236,7 @@ class RedisFrontier:
                 redis_wait_s=redis_wait_s,
                 warn=warn,
                 own_client=own_client,
+                order=order,
             )
         if clock is not None:
             await f._sync_skew()
@@ -259,8 +270,7 @@ class RedisFrontier:
                     deadline = t + self.redis_wait_s
                     if self._warn is not None:
                         self._warn(
-                            f"Redis unreachable ({e}); retrying for up to "
-                            f"{self.redis_wait_s:g} s"
+                            f"Redis unreachable ({e}); retrying for up to {self.redis_wait_s:g} s"
                         )
                 if t >= deadline:
                     raise FrontierError(
@@ -344,6 +354,8 @@ class RedisFrontier:
         first by (not_before, head depth, host).
         """
         self._check_open()
+        if self.order == "rotate":
+            return await self._lease_rotating(now)
 
         async def peek() -> list[Any]:
             pipe = self._r.pipeline(transaction=False)
@@ -360,18 +372,40 @@ class RedisFrontier:
             ready, leases = res[2 * s], res[2 * s + 1]
             if leases and leases[0][1] < now_s:
                 await self._script("reclaim", s, [repr(now)])
-                sp = self._prefixes[s]
-                ready = await self._call(lambda sp=sp: self._r.zrange(sp + "ready", 0, 0, withscores=True))
+                ready = await self._call(self._head_reader(s))
             if ready and ready[0][1] <= now_s:
                 heads.append((ready[0][1], ready[0][0], s))
         heads.sort()
         for _, _, s in heads:
-            out = await self._script("lease", s, [repr(now), repr(self.lease_ttl_s)])
-            if len(out) > 1:
-                _, tok, host, member, exp = out
-                request, attempts = decode_member(member)
-                token = int(tok) * MAX_SHARDS + s
-                return Lease(request, host, token, float(exp), attempts)
+            lease = await self._lease_shard(s, now)
+            if lease is not None:
+                return lease
+        return None
+
+    def _head_reader(self, s: int) -> Callable[[], Awaitable[Any]]:
+        key = self._prefixes[s] + "ready"
+
+        async def read() -> Any:
+            return await self._r.zrange(key, 0, 0, withscores=True)
+
+        return read
+
+    async def _lease_shard(self, s: int, now: float) -> Lease | None:
+        out = await self._script("lease", s, [repr(now), repr(self.lease_ttl_s)])
+        if len(out) == 1:
+            return None
+        _, tok, host, member, exp = out
+        request, attempts = decode_member(member)
+        return Lease(request, host, int(tok) * MAX_SHARDS + s, float(exp), attempts)
+
+    async def _lease_rotating(self, now: float) -> Lease | None:
+        """One lease script per shard, starting after the shard that served last."""
+        for i in range(self.shards):
+            s = (self._next_shard + i) % self.shards
+            lease = await self._lease_shard(s, now)
+            if lease is not None:
+                self._next_shard = (s + 1) % self.shards
+                return lease
         return None
 
     async def ack(

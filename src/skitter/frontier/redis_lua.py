@@ -34,7 +34,7 @@ microseconds, and after the restart ``TIME`` is later.
 
 from __future__ import annotations
 
-__all__ = ["ACK", "ADD", "LEASE", "MARK_DONE", "RECLAIM", "RENEW", "RETRY", "DELAY", "SEQ"]
+__all__ = ["ACK", "ADD", "DELAY", "LEASE", "MARK_DONE", "RECLAIM", "RENEW", "RETRY", "SEQ"]
 
 #: Entries per (priority, depth) level of a shard: the seq part of a queue score.
 SEQ = 2**33
@@ -110,7 +110,9 @@ local function release(tok, host, member)
   redis.call('HDEL', sp .. 'lease', tok)
   redis.call('ZREM', sp .. 'leases', tok)
   redis.call('HDEL', sp .. 'lfp', string.sub(member, 1, 16))
-  if redis.call('HINCRBY', sp .. 'inf', host, -1) <= 0 then redis.call('HDEL', sp .. 'inf', host) end
+  if redis.call('HINCRBY', sp .. 'inf', host, -1) <= 0 then
+    redis.call('HDEL', sp .. 'inf', host)
+  end
   redis.call('HINCRBY', sp .. 'n', 'leased', -1)
 end
 
@@ -244,7 +246,9 @@ local score, member = get_rec(tok, host)
 if not score then return {fmt(skew), 0} end
 release(tok, host, member)
 local key = string.sub(member, 1, 16)
-if redis.call('HEXISTS', sp .. 'forced', key) == 1 then redis.call('HSET', sp .. 'forced', key, 'd') end
+if redis.call('HEXISTS', sp .. 'forced', key) == 1 then
+  redis.call('HSET', sp .. 'forced', key, 'd')
+end
 redis.call('HINCRBY', sp .. 'n', 'done', 1)
 delay(host, tonumber(ARGV[7]) + skew)
 touch(host)
