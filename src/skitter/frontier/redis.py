@@ -495,10 +495,19 @@ class RedisFrontier:
         return pending, leased, done, hosts
 
     async def is_finished(self) -> bool:
-        """See :meth:`skitter.frontier.base.Frontier.is_finished`."""
+        """See :meth:`skitter.frontier.base.Frontier.is_finished`.
+
+        The shards are read one after another while other workers go on, so a URL added
+        to an already-read shard by an ack of a not-yet-read one could be missed: the crawl
+        counts as finished only when two consecutive scans find every shard empty with
+        the same ``done`` total (nothing acked in between).
+        """
         self._check_open()
-        pending, leased, _, _ = await self._totals()
-        return pending == 0 and leased == 0
+        pending, leased, done, _ = await self._totals()
+        if pending or leased:
+            return False
+        pending, leased, done2, _ = await self._totals()
+        return pending == 0 and leased == 0 and done2 == done
 
     async def mark_done(self, urls: Sequence[str]) -> None:
         """See :meth:`skitter.frontier.base.Frontier.mark_done`.
