@@ -46,6 +46,7 @@ __all__ = [
     "crawl_state",
     "create_crawl",
     "delete_crawl",
+    "give_back_pages",
     "heartbeat",
     "load_crawl",
     "open_frontier",
@@ -325,6 +326,19 @@ async def take_pages(client: Any, crawl_id: str, max_pages: int, n: int = 1) -> 
     script = client.register_script(_TAKE)
     got = await script(keys=[crawl_key(crawl_id, "pages")], args=[max_pages, n])
     return int(got)
+
+
+_GIVE_BACK = r"""
+local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
+if cur > 0 then redis.call('DECR', KEYS[1]) end
+return 0
+"""
+
+
+async def give_back_pages(client: Any, crawl_id: str) -> None:
+    """Return one page to the ``--max-pages`` budget (never below 0)."""
+    script = client.register_script(_GIVE_BACK)
+    await script(keys=[crawl_key(crawl_id, "pages")], args=[])
 
 
 _ACQUIRE_IP = r"""

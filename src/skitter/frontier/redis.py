@@ -223,7 +223,7 @@ class RedisFrontier:
             got: list[Any] = await client.hmget(meta, ["shards", "buckets"])
             return got
 
-        got = await f._call(layout)
+        got = await f.call(layout)
         if int(got[0]) != shards or int(got[1]) != buckets:
             f = cls(
                 client,
@@ -245,7 +245,7 @@ class RedisFrontier:
     # -- plumbing -------------------------------------------------------------------------
 
     async def _sync_skew(self) -> None:
-        sec, usec = await self._call(self._r.time)
+        sec, usec = await self.call(self._r.time)
         self._skew = sec + usec / 1e6 - self._now()
 
     def _now(self) -> float:
@@ -255,8 +255,13 @@ class RedisFrontier:
         if self._closed:
             raise FrontierError("frontier is closed")
 
-    async def _call(self, fn: Callable[[], Awaitable[T]]) -> T:
-        """Run ``fn`` (one or more Redis calls), retrying while Redis is unreachable."""
+    async def call(self, fn: Callable[[], Awaitable[T]]) -> T:
+        """Run ``fn`` (one or more Redis calls), retrying while Redis is unreachable.
+
+        Raises:
+            FrontierError: Redis refused the password, answered an error, or stayed
+                unreachable ``redis_wait_s`` seconds.
+        """
         deadline: float | None = None
         pause = 0.1
         while True:
@@ -291,7 +296,7 @@ class RedisFrontier:
             out: list[Any] = await script(keys=[sp + "n"], args=full)
             return out
 
-        out = await self._call(run)
+        out = await self.call(run)
         if self._mode == "s":
             self._skew = float(out[0])
         return out
@@ -365,14 +370,14 @@ class RedisFrontier:
             res: list[Any] = await pipe.execute()
             return res
 
-        res = await self._call(peek)
+        res = await self.call(peek)
         now_s = now + self._skew if self._mode == "s" else now
         heads: list[tuple[float, str, int]] = []
         for s in range(self.shards):
             ready, leases = res[2 * s], res[2 * s + 1]
             if leases and leases[0][1] < now_s:
                 await self._script("reclaim", s, [repr(now)])
-                ready = await self._call(self._head_reader(s))
+                ready = await self.call(self._head_reader(s))
             if ready and ready[0][1] <= now_s:
                 heads.append((ready[0][1], ready[0][0], s))
         heads.sort()
@@ -471,7 +476,7 @@ class RedisFrontier:
             res: list[Any] = await pipe.execute()
             return res
 
-        heads = [r[0][1] for r in await self._call(peek) if r]
+        heads = [r[0][1] for r in await self.call(peek) if r]
         if not heads:
             return None
         best = float(min(heads))
@@ -486,7 +491,7 @@ class RedisFrontier:
             res: list[Any] = await pipe.execute()
             return res
 
-        res = await self._call(read)
+        res = await self.call(read)
         pending = leased = done = hosts = 0
         for s in range(self.shards):
             p, le, d = (int(x or 0) for x in res[2 * s])
