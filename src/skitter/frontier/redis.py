@@ -70,27 +70,34 @@ def _pd(req: Request) -> int:
     return (min(max(req.priority, -512), 511) + 512) * 1024 + min(max(req.depth, 0), 1023)
 
 
+#: Field defaults of the JSON list after ``url`` (trailing defaults are left out).
+_DEFAULTS: tuple[Any, ...] = (0, None, None, [], 0, 0)
+
+
 def encode_request(req: Request) -> str:
-    """JSON of a :class:`Request` (the queue member's tail): a list of its fields."""
-    return json.dumps(
-        [
-            req.url,
-            req.depth,
-            req.referer,
-            req.origin_url,
-            [[h.url, h.status] for h in req.redirects],
-            req.priority,
-            1 if req.check_only else 0,
-        ],
-        separators=(",", ":"),
-    )
+    """JSON of a :class:`Request` (the queue member's tail): a list of its fields, trailing
+    defaults left out (short members keep small host queues in Redis's compact listpack)."""
+    fields: list[Any] = [
+        req.url,
+        req.depth,
+        req.referer,
+        req.origin_url,
+        [[h.url, h.status] for h in req.redirects],
+        req.priority,
+        1 if req.check_only else 0,
+    ]
+    while len(fields) > 1 and fields[-1] == _DEFAULTS[len(fields) - 2]:
+        fields.pop()
+    return json.dumps(fields, separators=(",", ":"))
 
 
 def decode_member(member: str) -> tuple[Request, int]:
     """(request, attempts) of a queue member ``KEY16 attempts | JSON``."""
     bar = member.index("|", 16)
     attempts = int(member[16:bar])
-    url, depth, referer, origin, redirects, priority, check = json.loads(member[bar + 1 :])
+    fields = json.loads(member[bar + 1 :])
+    fields += _DEFAULTS[len(fields) - 1 :]
+    url, depth, referer, origin, redirects, priority, check = fields
     req = Request(
         url,
         depth,

@@ -180,7 +180,7 @@ for i = 6, #ARGV, 8 do
         if m then
           local bar = string.find(m, '|', 17, true)
           local r = cjson.decode(string.sub(m, bar + 1))
-          local req = r[4]
+          local req = r[4]  -- origin_url (absent or null: the url itself)
           if type(req) ~= 'string' then req = r[1] end
           if req == reqd then blocked = true end
         end
