@@ -22,9 +22,11 @@ Errors: :class:`ConfigError` (bad URL, refused password, unusable server: one li
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -35,6 +37,7 @@ from redis.asyncio.cluster import ClusterNode, RedisCluster
 
 from skitter.errors import ConfigError, FrontierError
 from skitter.frontier.redis import RedisFrontier
+from skitter.models import Response
 
 __all__ = [
     "STATES",
@@ -53,6 +56,7 @@ __all__ = [
     "read_status",
     "release_ip",
     "set_state",
+    "shared_robots_fetch",
     "take_pages",
 ]
 
@@ -399,3 +403,85 @@ async def read_status(client: Any, crawl_id: str, *, alive_s: float = 60.0) -> C
         elapsed_s=elapsed,
         pages_taken=taken,
     )
+
+
+def _response_to_json(resp: Response) -> str:
+    return json.dumps(
+        {
+            "url": resp.url,
+            "status": resp.status,
+            "reason": resp.reason,
+            "headers": [list(h) for h in resp.headers],
+            "body": base64.b64encode(resp.body).decode("ascii"),
+            "http_version": resp.http_version,
+            "truncated": resp.truncated,
+        }
+    )
+
+
+def _response_from_json(text: str) -> Response:
+    d = json.loads(text)
+    body = base64.b64decode(d["body"])
+    return Response(
+        url=d["url"],
+        status=int(d["status"]),
+        reason=d["reason"],
+        headers=tuple((str(k), str(v)) for k, v in d["headers"]),
+        body=body,
+        raw_body=body,
+        http_version=d["http_version"],
+        truncated=bool(d["truncated"]),
+    )
+
+
+def shared_robots_fetch(
+    fetch: Callable[[str], Awaitable[Response]],
+    client: Any,
+    crawl_id: str,
+    *,
+    ttl_s: float,
+    retry_s: float,
+    lock_s: float = 30.0,
+    poll_s: float = 0.1,
+) -> Callable[[str], Awaitable[Response]]:
+    """Wrap a robots.txt fetch function so the workers of a crawl fetch each robots.txt
+    URL once (RFC 9309 §2.4 caching, shared through Redis).
+
+    The first worker to ask takes ``{CRAWL}:robotslock:URL`` (``SET NX``, ``lock_s``
+    seconds), fetches, and stores the response under ``{CRAWL}:robots:URL`` for
+    ``ttl_s`` seconds (``retry_s`` for a 5xx); the others wait for it (polling every
+    ``poll_s`` seconds, at most ``lock_s``), then fetch themselves if it never came. A
+    failed fetch (:class:`FetchError`) is not shared: each worker sees its own.
+
+    Returns:
+        a function with the signature of ``fetch``; its responses carry ``body`` as
+        fetched (``raw_body`` = ``body`` when read from Redis, so the worker that fetched
+        is the one that archived it).
+    """
+
+    async def shared(url: str) -> Response:
+        key = crawl_key(crawl_id, f"robots:{url}")
+        lock = crawl_key(crawl_id, f"robotslock:{url}")
+        cached = await client.get(key)
+        if cached is not None:
+            return _response_from_json(cached)
+        if await client.set(lock, "1", nx=True, ex=max(int(lock_s), 1)):
+            try:
+                resp = await fetch(url)
+            except BaseException:
+                await client.delete(lock)
+                raise
+            keep = retry_s if resp.status >= 500 else ttl_s
+            await client.set(key, _response_to_json(resp), px=max(int(keep * 1000), 1))
+            await client.delete(lock)
+            return resp
+        for _ in range(max(int(lock_s / poll_s), 1)):
+            await asyncio.sleep(poll_s)
+            cached = await client.get(key)
+            if cached is not None:
+                return _response_from_json(cached)
+            if not await client.exists(lock):  # the fetcher failed: try ourselves
+                break
+        return await fetch(url)
+
+    return shared

@@ -15,9 +15,9 @@ import redis.asyncio as aioredis
 
 from skitter import distributed as dist
 from skitter.cli import main
-from skitter.errors import ConfigError, FrontierError
+from skitter.errors import ConfigError, FetchError, FrontierError
 from skitter.frontier.redis import RedisFrontier
-from skitter.models import Request
+from skitter.models import Request, Response
 from tests.redis_server import RedisServer, free_port
 
 
@@ -247,3 +247,49 @@ def test_status_and_control_commands(
     assert asyncio.run(leftovers()) == []
     assert main(["control", "redis://127.0.0.1:1/0", "stop"]) == 2
     assert "cannot connect to Redis" in capsys.readouterr().err
+
+
+async def test_robots_txt_fetched_once_for_all_workers(client: Any) -> None:
+    crawl = cid()
+    calls: list[str] = []
+    release = asyncio.Event()
+
+    async def fetch(url: str) -> Response:
+        calls.append(url)
+        await release.wait()
+        return Response(
+            url,
+            200,
+            headers=(("Content-Type", "text/plain"),),
+            body=b"User-agent: *\nDisallow: /x\n",
+        )
+
+    a = dist.shared_robots_fetch(fetch, client, crawl, ttl_s=60, retry_s=5, poll_s=0.01)
+    b = dist.shared_robots_fetch(fetch, client, crawl, ttl_s=60, retry_s=5, poll_s=0.01)
+    ta = asyncio.create_task(a("https://h.test/robots.txt"))
+    while not calls:  # a holds the lock and is fetching
+        await asyncio.sleep(0)
+    tb = asyncio.create_task(b("https://h.test/robots.txt"))
+    release.set()
+    ra, rb = await ta, await tb
+    assert calls == ["https://h.test/robots.txt"]
+    assert rb.body == ra.body and rb.status == 200 and rb.headers == ra.headers
+    ttl = await client.pttl(dist.crawl_key(crawl, "robots:https://h.test/robots.txt"))
+    assert 0 < ttl <= 60_000
+
+
+async def test_robots_fetch_failure_is_not_shared(client: Any) -> None:
+    crawl = cid()
+    calls: list[str] = []
+
+    async def fetch(url: str) -> Response:
+        calls.append(url)
+        if len(calls) == 1:
+            raise FetchError("refused")
+        return Response(url, 404)
+
+    a = dist.shared_robots_fetch(fetch, client, crawl, ttl_s=60, retry_s=5, poll_s=0.01)
+    with pytest.raises(FetchError):
+        await a("https://h.test/robots.txt")
+    assert (await a("https://h.test/robots.txt")).status == 404
+    assert len(calls) == 2
