@@ -20,7 +20,7 @@ from skitter.models import Page, Response
 from skitter.robots import product_token
 from skitter.robots_cache import RobotsCache
 from skitter.rules import ScopeRule
-from skitter.settings import CrawlSettings
+from skitter.settings import CrawlSettings, is_redis_url
 from skitter.state import (
     COOKIES_FILE,
     FRONTIER_FILE,
@@ -107,6 +107,10 @@ async def _open_frontier(settings: CrawlSettings, out_dir: Path) -> Frontier:
         from skitter.frontier.sqlite import SqliteFrontier
 
         return SqliteFrontier(str(out_dir / FRONTIER_FILE), host_concurrency=p.host_concurrency)
+    if is_redis_url(settings.frontier):
+        from skitter.frontier.redis_crawl import open_worker_frontier
+
+        return await open_worker_frontier(settings, warn=log.warning)
     raise ConfigError(f"unknown frontier backend {settings.frontier!r} (use sqlite or memory)")
 
 
@@ -137,6 +141,19 @@ async def build_components(
     # the frontier takes the folder's lock: a second process on a live crawl stops here,
     # before it repairs (truncates) anything
     frontier = await _open_frontier(settings, out_dir)
+    if is_redis_url(settings.frontier):  # a WARC series per worker; robots.txt shared
+        from skitter.distributed import shared_robots_fetch
+        from skitter.frontier.redis_crawl import SharedCrawlFrontier
+
+        assert isinstance(frontier, SharedCrawlFrontier)
+        warc_prefix = f"skitter-w{frontier.worker_id}"
+        robots_fetch = shared_robots_fetch(
+            robots_fetch,
+            frontier.client,
+            frontier.crawl_id,
+            ttl_s=settings.politeness.robots_ttl_s,
+            retry_s=settings.politeness.robots_retry_s,
+        )
     seeds = [u for u in (canonicalize(s) for s in settings.seeds) if u is not None]
     p = settings.politeness
     cookies_path = out_dir / COOKIES_FILE

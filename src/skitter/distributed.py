@@ -38,6 +38,7 @@ from redis.asyncio.cluster import ClusterNode, RedisCluster
 from skitter.errors import ConfigError, FrontierError
 from skitter.frontier.redis import RedisFrontier
 from skitter.models import Response
+from skitter.settings import is_redis_url
 
 __all__ = [
     "STATES",
@@ -51,6 +52,7 @@ __all__ = [
     "delete_crawl",
     "give_back_pages",
     "heartbeat",
+    "is_redis_url",
     "load_crawl",
     "open_frontier",
     "read_status",

@@ -15,6 +15,7 @@ __all__ = [
     "FetchSettings",
     "PolitenessSettings",
     "ScopeSettings",
+    "is_redis_url",
 ]
 
 DEFAULT_USER_AGENT = f"Skitter/{__version__} (+https://github.com/skitter-crawler/skitter)"
@@ -126,7 +127,8 @@ class CrawlSettings:
     Attributes:
         out_dir: output folder (WARC, pages.jsonl, links.tsv, report.json, state).
         seeds: seed URLs as given (canonicalised at start).
-        frontier: "sqlite" or "memory".
+        frontier: "sqlite", "memory", or a Redis URL (``redis://``, ``rediss://``,
+            ``redis+cluster://``: the frontier shared by many workers).
         max_pages: stop after this many records with a 2xx status; None = no limit.
         warc: write WARC files.
         warc_max_bytes: rotate WARC files at this size (bytes).
@@ -144,6 +146,13 @@ class CrawlSettings:
             in ``anchors.jsonl`` so that ``page#name`` links can be checked.
         processes: crawler processes, each owning the hosts that hash to it
             (:mod:`skitter.processes`; run by the command line). 1 = this process only.
+        crawl_id: with a Redis frontier, the crawl's key prefix in Redis.
+        lease_ttl_s: with a Redis frontier, seconds a lease lasts unless renewed (renewed
+            every third of it while the worker lives).
+        redis_wait_s: with a Redis frontier, seconds to keep retrying while Redis is
+            unreachable before giving up (exit 1, resumable).
+        join: with a Redis frontier, join the existing crawl (``skitter worker``) instead
+            of creating it (``skitter crawl``).
     """
 
     out_dir: str
@@ -161,3 +170,13 @@ class CrawlSettings:
     check_resources: bool = False
     check_fragments: bool = False
     processes: int = 1
+    crawl_id: str = "skitter"
+    lease_ttl_s: float = 60.0
+    redis_wait_s: float = 300.0
+    join: bool = False
+
+
+def is_redis_url(frontier: str) -> bool:
+    """True when a ``frontier`` setting names a Redis URL (``redis://``, ``rediss://``,
+    ``redis+cluster://``) rather than ``sqlite`` or ``memory``."""
+    return frontier.split("://", 1)[0].lower() in ("redis", "rediss", "redis+cluster")

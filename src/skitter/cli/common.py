@@ -161,6 +161,37 @@ def regex(text: str) -> str:
     return text
 
 
+def frontier(text: str) -> str:
+    """``sqlite``, ``memory`` or a Redis URL (checked when connecting)."""
+    if text in ("sqlite", "memory") or text.split("://", 1)[0] in (
+        "redis",
+        "rediss",
+        "redis+cluster",
+    ):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"{text!r}: use sqlite, memory or redis://HOST:PORT/DB (rediss://, redis+cluster://)"
+    )
+
+
+def add_redis_flags(c: argparse.ArgumentParser) -> None:
+    """``--crawl-id``, ``--lease-ttl``, ``--redis-wait`` (crawls on a Redis frontier)."""
+    g = c.add_argument_group("Redis frontier")
+    g.add_argument("--crawl-id", metavar="NAME", help="the crawl's key prefix (default: skitter)")
+    g.add_argument(
+        "--lease-ttl",
+        type=positive_float,
+        metavar="S",
+        help="lease length in seconds (default: 60)",
+    )
+    g.add_argument(
+        "--redis-wait",
+        type=positive_float,
+        metavar="S",
+        help="seconds to retry while Redis is unreachable, then exit 1 (default: 300)",
+    )
+
+
 def add_common_flags(c: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     """Add the flags ``crawl`` and ``check-links`` share (scope, politeness, fetching,
     output); returns the "output" group so that a command can add its own there."""
@@ -238,7 +269,14 @@ def add_common_flags(c: argparse.ArgumentParser) -> argparse._ArgumentGroup:
         "--allow-private", action="store_true", help="allow links to loopback/private addresses"
     )
     g = c.add_argument_group("output")
-    g.add_argument("--frontier", choices=["sqlite", "memory"], help="default: sqlite")
+    g.add_argument(
+        "--frontier",
+        type=frontier,
+        metavar="KIND",
+        help="sqlite (default), memory, or redis://HOST:PORT/DB (rediss://, "
+        "redis+cluster://HOST:PORT,...): a frontier shared with `skitter worker`s",
+    )
+    add_redis_flags(c)
     g.add_argument(
         "--quiet", "-q", action="store_true", help="no progress display and no end summary"
     )
@@ -356,6 +394,9 @@ def settings_from_args(
         check_resources=b.check_resources,
         check_fragments=b.check_fragments,
         processes=pick("processes", b.processes),
+        crawl_id=pick("crawl_id", b.crawl_id),
+        lease_ttl_s=pick("lease_ttl", b.lease_ttl_s),
+        redis_wait_s=pick("redis_wait", b.redis_wait_s),
     )
 
 

@@ -12,9 +12,10 @@ from typing import Any
 from skitter.cli.common import add_common_flags, os_error_line, processes, settings_from_args
 from skitter.cli.progress import Progress, run_crawler
 from skitter.crawler import Crawler
-from skitter.errors import ConfigError, SkitterError
+from skitter.errors import ConfigError, FrontierError, SkitterError
 from skitter.settings import (
     CrawlSettings,
+    is_redis_url,
 )
 from skitter.state import check_resume_compatible, load_state
 from skitter.stats import StatsSnapshot
@@ -151,6 +152,8 @@ def run(args: argparse.Namespace) -> int:
             if not settings.seeds:
                 raise ConfigError("no seeds: give SEED URLs or --seeds-file")
             settings = _choose_processes(settings, getattr(args, "processes", None))
+        if is_redis_url(settings.frontier):  # one process; more machines join as workers
+            settings = replace(settings, processes=1)
         from skitter.rules import ScopeRule
         from skitter.urls import canonicalize
 
@@ -158,6 +161,11 @@ def run(args: argparse.Namespace) -> int:
         if settings.processes > 1:
             return _crawl_processes(settings)
         return asyncio.run(_crawl(settings))
+    except FrontierError as exc:  # Redis lost past --redis-wait: the crawl is kept there
+        print(f"skitter: error: {exc}", file=sys.stderr)
+        print(f"the crawl stopped; resume with: skitter crawl --resume --out {args.out} "
+              "(or join it with skitter worker)", file=sys.stderr)  # fmt: skip
+        return 1
     except SkitterError as exc:
         print(f"skitter: error: {exc}", file=sys.stderr)
         return 2

@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from skitter import distributed as dist
 from skitter.errors import FrontierError
@@ -32,7 +35,13 @@ from skitter.frontier.base import AddResult, FrontierCounts
 from skitter.frontier.redis import RedisFrontier
 from skitter.models import Lease, Request
 
-__all__ = ["SharedCrawlFrontier"]
+if TYPE_CHECKING:
+    from skitter.settings import CrawlSettings
+
+__all__ = ["WORKER_FILE", "SharedCrawlFrontier", "open_worker_frontier"]
+
+#: File of a worker's output folder holding its worker id (kept across resumes).
+WORKER_FILE = "worker.json"
 
 log = logging.getLogger("skitter")
 
@@ -75,6 +84,11 @@ class SharedCrawlFrontier:
         self._last_renew = 0.0
         #: leases this worker lost (expired and handed out again) while it held them
         self.lost = 0
+
+    @property
+    def client(self) -> Any:
+        """The Redis client (shared with the frontier)."""
+        return self._r
 
     @property
     def host_concurrency(self) -> int:
@@ -234,3 +248,56 @@ class SharedCrawlFrontier:
         with contextlib.suppress(Exception):
             await self._r.zrem(dist.crawl_key(self.crawl_id, "workers"), str(self.worker_id))
         await self.inner.aclose()
+
+
+async def open_worker_frontier(
+    settings: CrawlSettings, *, warn: Callable[[str], None] | None = None
+) -> SharedCrawlFrontier:
+    """Connect to ``settings.frontier`` (a Redis URL), create the crawl (``skitter crawl``;
+    on ``resume`` go on with it) or check it exists (``settings.join``: ``skitter worker``),
+    register this worker (its id kept in ``out_dir/worker.json`` across resumes) and
+    return its started :class:`SharedCrawlFrontier` (server clock, ``rotate`` order).
+
+    Raises:
+        ConfigError: bad URL or crawl id, unusable Redis, crawl exists (new crawl) or is
+            missing (resume, join).
+    """
+    from skitter.state import atomic_write_json, settings_to_dict
+
+    crawl_id = dist.check_crawl_id(settings.crawl_id)
+    client = await dist.connect(settings.frontier, warn=warn)
+    try:
+        if settings.join:
+            await dist.load_crawl(client, crawl_id)
+        else:
+            shared = replace(
+                settings, out_dir="", frontier="redis", resume=False, quiet=False, join=False
+            )
+            await dist.create_crawl(
+                client, crawl_id, settings_to_dict(shared), resume=settings.resume
+            )
+        path = Path(settings.out_dir) / WORKER_FILE
+        wid: int | None = None
+        if settings.resume and path.exists():
+            wid = int(json.loads(path.read_text())["worker_id"])
+        wid = await dist.heartbeat(client, crawl_id, wid)
+        atomic_write_json(path, {"worker_id": wid, "crawl_id": crawl_id})
+        inner = await RedisFrontier.open(
+            client,
+            crawl_id,
+            host_concurrency=settings.politeness.host_concurrency,
+            lease_ttl_s=settings.lease_ttl_s,
+            clock=time.time,
+            redis_wait_s=settings.redis_wait_s,
+            warn=warn,
+            own_client=True,
+            order="rotate",
+        )
+    except BaseException:
+        await client.aclose()
+        raise
+    frontier = SharedCrawlFrontier(
+        inner, client, crawl_id, worker_id=wid, max_pages=settings.max_pages, clock=time.time
+    )
+    await frontier.start()
+    return frontier

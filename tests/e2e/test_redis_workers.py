@@ -1,0 +1,177 @@
+"""``skitter crawl --frontier redis://`` plus ``skitter worker`` processes on a loopback
+multi-host site, with a real ``redis-server``: every URL fetched once across the workers, one
+request per host at a time, robots.txt fetched once per host; faults: a worker killed with
+``kill -9``, Redis killed and restarted from its AOF, Redis gone past ``--redis-wait``.
+
+The CLIs run as subprocesses in their own sessions; the test watches the site's own log.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.site import Site
+from tests.integration.test_processes import (
+    barrier,
+    crawl_args,
+    finish,
+    page_body,
+    slow_page,
+    start_cli,
+    wait_for,
+    with_group_killed,
+)
+from tests.redis_server import RedisServer
+
+pytestmark = pytest.mark.slow
+
+HOSTS = [f"w{i}.test" for i in range(6)]
+PAGES = 12  # per host: 6 x (root + 12) = 78 pages
+
+
+def build_site(site: Site, delay_s: float) -> list[str]:
+    """Six hosts; each root links to its pages, page j to j+1 and to a page of the next
+    host. The roots answer only once all six were requested: with ``--concurrency 2`` per
+    worker, three workers must be leasing at once for the crawl to begin."""
+    roots = barrier(len(HOSTS), slow_page(page_body("/p/0", "/p/1"), delay_s))
+    for i, h in enumerate(HOSTS):
+        nxt = HOSTS[(i + 1) % len(HOSTS)]
+        site.route(h, "/", roots[i])
+        for j in range(PAGES):
+            hrefs = [f"/p/{t}" for t in (j + 1, j + 2) if t < PAGES]
+            hrefs.append(site.url(nxt, f"/p/{(j * 5) % PAGES}"))
+            site.route(h, f"/p/{j}", slow_page(page_body(*hrefs), delay_s))
+    return [site.url(h, "/") for h in HOSTS]
+
+
+def expected(site: Site) -> set[str]:
+    return {site.url(h, p) for h in HOSTS for p in ["/", *(f"/p/{j}" for j in range(PAGES))]}
+
+
+def records(out: Path) -> list[dict[str, Any]]:
+    path = out / "pages.jsonl"
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    return [json.loads(x) for x in data[: data.rfind(b"\n") + 1].split(b"\n") if x]
+
+
+def page_hits(site: Site) -> Counter[str]:
+    return Counter(site.url(h.host, h.path_qs) for h in site.hits if h.path_qs != "/robots.txt")
+
+
+async def start_crawl(site: Site, server: RedisServer, out: Path, *extra: str) -> Any:
+    args = crawl_args(site, HOSTS, out, "--frontier", server.url, "--crawl-id", "e2e")
+    args += ["--concurrency", "2", "--lease-ttl", "3", *extra]
+    return await start_cli(*args, *(site.url(h, "/") for h in HOSTS))
+
+
+async def start_worker(server: RedisServer, out: Path, *extra: str) -> Any:
+    return await start_cli("worker", server.url, "--out", str(out), "--crawl-id", "e2e", *extra)
+
+
+async def test_crawl_and_two_workers_fetch_every_url_once(
+    site: Site, tmp_path: Path, redis_server_own: RedisServer
+) -> None:
+    build_site(site, delay_s=0.01)
+    outs = [tmp_path / f"w{k}" for k in range(3)]
+    first = await start_crawl(site, redis_server_own, outs[0])
+    await wait_for(lambda: (outs[0] / "worker.json").exists(), first)
+    workers = [await start_worker(redis_server_own, o) for o in outs[1:]]
+    results = [await finish(p, 120) for p in (first, *workers)]
+    for rc, _, err in results:
+        assert rc == 0, err
+    recs = [r for o in outs for r in records(o)]
+    urls = [r["url"] for r in recs]
+    assert len(urls) == len(set(urls)), [u for u, n in Counter(urls).items() if n > 1]
+    assert set(urls) == expected(site)
+    assert all(records(o) for o in outs)  # the barrier needed all three
+    assert set(page_hits(site).values()) == {1}
+    assert max(site.max_inflight.values()) == 1  # one request per host at a time
+    robots = Counter(h.host for h in site.hits if h.path_qs == "/robots.txt")
+    assert robots == dict.fromkeys(HOSTS, 1)  # once for the whole cluster
+    assert all(list(o.glob("skitter-w*-*.warc.gz")) for o in outs)
+
+
+async def test_killed_worker_leases_go_to_others(
+    site: Site, tmp_path: Path, redis_server_own: RedisServer
+) -> None:
+    build_site(site, delay_s=0.05)
+    outs = [tmp_path / f"w{k}" for k in range(3)]
+    first = await start_crawl(site, redis_server_own, outs[0])
+    await wait_for(lambda: (outs[0] / "worker.json").exists(), first)
+    a = await start_worker(redis_server_own, outs[1])
+    b = await start_worker(redis_server_own, outs[2])
+    await wait_for(lambda: len(records(outs[2])) >= 3, b)
+    assert b.returncode is None, "worker ended before the kill"
+    with_group_killed(b)  # kill -9: its leases expire (3 s) and go to the others
+    await b.wait()
+    for p in (first, a):
+        rc, _, err = await finish(p, 120)
+        assert rc == 0, err
+    urls = [r["url"] for o in outs for r in records(o)]
+    assert set(urls) == expected(site)
+    hits = page_hits(site)
+    again = {u for u, n in hits.items() if n > 1}
+    assert all(n <= 2 for n in hits.values())
+    assert len(again) <= 2  # at most b's leases in flight (--concurrency 2)
+    assert max(site.max_inflight.values()) == 1
+
+
+async def test_redis_killed_and_restarted_from_aof_loses_nothing(
+    site: Site, tmp_path: Path, redis_server_own: RedisServer
+) -> None:
+    build_site(site, delay_s=0.03)
+    outs = [tmp_path / f"w{k}" for k in range(3)]
+    first = await start_crawl(site, redis_server_own, outs[0])
+    await wait_for(lambda: (outs[0] / "worker.json").exists(), first)
+    workers = [await start_worker(redis_server_own, o) for o in outs[1:]]
+    await wait_for(lambda: sum(len(records(o)) for o in outs) >= 20, first)
+    redis_server_own.restart()  # kill -9, then load the AOF (appendfsync always)
+    results = [await finish(p, 120) for p in (first, *workers)]
+    for rc, _, err in results:
+        assert rc == 0, err
+    urls = [r["url"] for o in outs for r in records(o)]
+    assert set(urls) == expected(site)
+    assert max(site.max_inflight.values()) == 1
+
+
+async def test_redis_gone_past_redis_wait_exits_1_with_hint(
+    site: Site, tmp_path: Path, redis_server_own: RedisServer
+) -> None:
+    build_site(site, delay_s=0.05)
+    out = tmp_path / "w0"
+    first = await start_crawl(site, redis_server_own, out, "--redis-wait", "1")
+    await wait_for(lambda: (out / "worker.json").exists(), first)
+    redis_server_own.kill9()
+    rc, _, err = await finish(first, 60)
+    assert rc == 1, err
+    assert "Redis unreachable" in err
+    assert "resume with: skitter crawl --resume" in err
+    assert "Traceback" not in err
+
+
+async def test_bad_redis_url_and_password_exit_2(tmp_path: Path) -> None:
+    server = RedisServer(tmp_path / "r", password="pw")
+    server.start()
+    try:
+        wrong = server.url.replace(":pw@", ":nope@")
+        for args in (
+            ["worker", wrong, "--out", str(tmp_path / "a")],
+            ["worker", "redis://127.0.0.1:1/0", "--out", str(tmp_path / "b")],
+            ["crawl", "--frontier", "mysql://x", "--out", str(tmp_path / "c"), "http://a.test/"],
+        ):
+            rc, _, err = await finish(await start_cli(*args), 60)
+            assert rc == 2, err
+            assert err.count("\n") == 1 and "Traceback" not in err, err
+        rc, _, err = await finish(
+            await start_cli("worker", server.url, "--out", str(tmp_path / "d"))
+        )
+        assert rc == 2 and "no crawl 'skitter'" in err
+    finally:
+        server.stop()
