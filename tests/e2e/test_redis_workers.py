@@ -8,7 +8,9 @@ The CLIs run as subprocesses in their own sessions; the test watches the site's 
 
 from __future__ import annotations
 
+import asyncio
 import json
+import signal
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -61,18 +63,42 @@ def records(out: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in data[: data.rfind(b"\n") + 1].split(b"\n") if x]
 
 
+async def finish_all(procs: list[Any], timeout_s: float = 90.0) -> list[tuple[int, str, str]]:
+    """Wait for every process together (bounded; pipes drained); on a timeout stop them
+    (SIGTERM: they log how they stop) and fail with the tail of each one's stderr."""
+    tasks = [asyncio.create_task(p.communicate()) for p in procs]
+    _, pending = await asyncio.wait(tasks, timeout=timeout_s)
+    if pending:
+        for p in procs:
+            if p.returncode is None:
+                p.send_signal(signal.SIGTERM)
+        await asyncio.wait(tasks, timeout=10)
+        for p in procs:
+            if p.returncode is None:
+                with_group_killed(p)
+        await asyncio.wait(tasks)
+    outs = [
+        (p.returncode, t.result()[0].decode(), t.result()[1].decode())
+        for p, t in zip(procs, tasks, strict=True)
+    ]
+    if pending:
+        raise AssertionError("\n----\n".join(f"rc={rc} {err[-2500:]}" for rc, _, err in outs))
+    return outs
+
+
 def page_hits(site: Site) -> Counter[str]:
     return Counter(site.url(h.host, h.path_qs) for h in site.hits if h.path_qs != "/robots.txt")
 
 
 async def start_crawl(site: Site, server: RedisServer, out: Path, *extra: str) -> Any:
     args = crawl_args(site, HOSTS, out, "--frontier", server.url, "--crawl-id", "e2e")
-    args += ["--concurrency", "2", "--lease-ttl", "3", *extra]
+    args += ["--concurrency", "2", "--lease-ttl", "3", "-v", *extra]
     return await start_cli(*args, *(site.url(h, "/") for h in HOSTS))
 
 
 async def start_worker(server: RedisServer, out: Path, *extra: str) -> Any:
-    return await start_cli("worker", server.url, "--out", str(out), "--crawl-id", "e2e", *extra)
+    args = ["worker", server.url, "--out", str(out), "--crawl-id", "e2e", "-v", *extra]
+    return await start_cli(*args)
 
 
 async def test_crawl_and_two_workers_fetch_every_url_once(
@@ -83,7 +109,7 @@ async def test_crawl_and_two_workers_fetch_every_url_once(
     first = await start_crawl(site, redis_server_own, outs[0])
     await wait_for(lambda: (outs[0] / "worker.json").exists(), first)
     workers = [await start_worker(redis_server_own, o) for o in outs[1:]]
-    results = [await finish(p, 120) for p in (first, *workers)]
+    results = await finish_all([first, *workers])
     for rc, _, err in results:
         assert rc == 0, err
     recs = [r for o in outs for r in records(o)]
@@ -111,8 +137,7 @@ async def test_killed_worker_leases_go_to_others(
     assert b.returncode is None, "worker ended before the kill"
     with_group_killed(b)  # kill -9: its leases expire (3 s) and go to the others
     await b.wait()
-    for p in (first, a):
-        rc, _, err = await finish(p, 120)
+    for rc, _, err in await finish_all([first, a]):
         assert rc == 0, err
     urls = [r["url"] for o in outs for r in records(o)]
     assert set(urls) == expected(site)
@@ -133,7 +158,7 @@ async def test_redis_killed_and_restarted_from_aof_loses_nothing(
     workers = [await start_worker(redis_server_own, o) for o in outs[1:]]
     await wait_for(lambda: sum(len(records(o)) for o in outs) >= 20, first)
     redis_server_own.restart()  # kill -9, then load the AOF (appendfsync always)
-    results = [await finish(p, 120) for p in (first, *workers)]
+    results = await finish_all([first, *workers])
     for rc, _, err in results:
         assert rc == 0, err
     urls = [r["url"] for o in outs for r in records(o)]
