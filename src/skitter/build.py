@@ -8,15 +8,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from skitter import __version__
-from skitter.checklinks import ANCHORS_FILE, AnchorsWriter
+from skitter.checklinks import ANCHORS_FILE, AnchorsWriter, CheckPolicy
 from skitter.errors import ConfigError, StateError
 from skitter.export.links import LinksWriter
 from skitter.export.pages import PagesWriter
 from skitter.export.warc import WarcWriter
 from skitter.fetch.aiohttp import AiohttpFetcher
 from skitter.frontier.base import Frontier
+from skitter.lease_policy import FetchPolicy, LeasePolicy
 from skitter.links import extract
 from skitter.models import Page, Response
+from skitter.offline.cdxj import CrawlIndexer, index_missing
 from skitter.robots import product_token
 from skitter.robots_cache import RobotsCache
 from skitter.rules import ScopeRule
@@ -31,7 +33,7 @@ from skitter.state import (
 )
 from skitter.urls import canonicalize
 
-__all__ = ["Components", "build_components"]
+__all__ = ["Components", "build_components", "lease_policy"]
 
 log = logging.getLogger("skitter")
 
@@ -95,6 +97,22 @@ class Components:
                     self.anchors.close()
                 if self.warc is not None:
                     self.warc.close()
+
+
+def lease_policy(settings: CrawlSettings, clock: Callable[[], float]) -> LeasePolicy:
+    """The lease policy of the crawl's mode: link checking (``settings.check_links``:
+    :class:`skitter.checklinks.CheckPolicy`, with the previous check's cache on resume) or a
+    plain crawl (``clock``: seconds, for the failed-host memory), or a plain fetch of the seeds
+    (``settings.extract_links`` False, ``skitter fetch``: :class:`FetchPolicy`)."""
+    if not settings.extract_links:
+        return FetchPolicy()
+    if not settings.check_links:
+        return LeasePolicy()
+    seeds = [u for u in (canonicalize(s) for s in settings.seeds) if u is not None]
+    policy = CheckPolicy(settings, seeds, clock=clock)
+    if settings.resume:
+        policy.load_cache(Path(settings.out_dir))
+    return policy
 
 
 async def _open_frontier(settings: CrawlSettings, out_dir: Path) -> Frontier:
@@ -164,6 +182,8 @@ async def build_components(
             PagesWriter.repair(str(out_dir / PAGES_FILE))
             LinksWriter.repair(str(out_dir / LINKS_FILE))
             WarcWriter.repair(str(warc_dir or out_dir), prefix=warc_prefix)
+            if settings.warc:  # CDXJ of files a killed crawl left unindexed
+                index_missing(str(warc_dir or out_dir), warc_prefix)
         fetcher = AiohttpFetcher(
             settings.fetch, concurrency=p.concurrency, host_concurrency=p.host_concurrency
         )
@@ -191,6 +211,7 @@ async def build_components(
             is_part_of="skitter",
             max_bytes=settings.warc_max_bytes,
             software=f"Skitter/{__version__}",
+            on_file_done=CrawlIndexer(),
         )
         if settings.warc
         else None

@@ -6,11 +6,8 @@ journals in ``OUT/shards/K/``; URLs for other processes' hosts are handed to the
 through append-only files. The coordinator:
 
 * merges the processes' ``pages.jsonl`` and ``links.tsv`` into ``OUT/pages.jsonl`` and
-  ``OUT/links.tsv`` as the crawl goes, copying each shard's journal up to the offset of its
-  last checkpoint (bytes that a resume never cuts); ``OUT/merge.json`` records, atomically,
-  how far each shard has been copied and how long the merged files are, so after a crash the
-  merged files are cut back to that length and the copy continues: nothing twice, nothing
-  lost;
+  ``OUT/links.tsv`` as the crawl goes (:class:`skitter.merge.Merger`: nothing twice, nothing
+  lost, even after a crash);
 * decides when the crawl is over: every process idle (nothing pending, leased or in flight)
   and every byte handed off read by its owner, in two consecutive rounds of status reports;
 * turns Ctrl-C/SIGTERM into a clean stop of every process (a second one aborts the requests
@@ -41,35 +38,26 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from skitter import __version__
 from skitter.errors import SkitterError, StateError
-from skitter.export.base import AppendFile
-from skitter.export.links import HEADER as LINKS_HEADER
+from skitter.merge import MERGE_FILE, Merger, merged_report, merged_stats
 from skitter.settings import CrawlSettings
 from skitter.sharding import SHARDS_DIR, IpSlots, PageBudget, ShardLink, shard_dir
 from skitter.state import (
-    CHECKPOINT_FILE,
     FRONTIER_FILE,
-    LINKS_FILE,
-    PAGES_FILE,
     REPORT_FILE,
     STATE_FILE,
     atomic_write_json,
     prepare_new_out_dir,
-    read_json,
     save_state,
 )
-from skitter.stats import Stats, StatsSnapshot
+from skitter.stats import StatsSnapshot
 
 __all__ = ["MERGE_FILE", "ProcessesOutcome", "default_processes", "run_processes"]
 
 log = logging.getLogger("skitter")
 
-MERGE_FILE = "merge.json"
 MERGE_EVERY_S = 0.5
 REPORT_EVERY_S = 30.0
-COPY_CHUNK_BYTES = 1024 * 1024
-_LINKS_HEADER_BYTES = LINKS_HEADER.encode("ascii") + b"\n"
 
 
 def default_processes() -> int:
@@ -130,8 +118,9 @@ def _worker_settings(settings: CrawlSettings, index: int, count: int) -> CrawlSe
 
 async def _worker_crawl(settings: CrawlSettings, link: ShardLink) -> dict[str, Any]:
     from skitter.crawler import Crawler
+    from skitter.shard_peers import ShardPeers
 
-    async with Crawler(settings, shard=link) as crawler:
+    async with Crawler(settings, peers=ShardPeers(link)) as crawler:
         await crawler.run()
         return {"stop_reason": crawler.stop_reason, "finished": crawler.finished}
 
@@ -212,155 +201,11 @@ def _wait_for_shard_locks(out_dir: Path, count: int, timeout_s: float = 10.0) ->
             raise StateError(f"{path} is in use by another process ({exc})") from None
 
 
-# ---------------------------------------------------------------------- merging
-
-
-class _Merger:
-    """Copies each shard's pages.jsonl / links.tsv, up to its checkpoint, into the merged
-    files; the copy position and merged lengths are kept in merge.json (atomic)."""
-
-    def __init__(self, out_dir: Path, count: int, resume: bool) -> None:
-        self.out_dir = out_dir
-        self.count = count
-        path = out_dir / MERGE_FILE
-        state: dict[str, Any] = read_json(path) if resume and path.exists() else {}
-        shards = state.get("shards") if isinstance(state, dict) else None
-        if not isinstance(shards, list) or len(shards) != count:
-            if state:
-                raise StateError(f"{path} does not describe {count} processes; state is damaged")
-            shards = [{"pages": 0, "links": 0} for _ in range(count)]
-        self.state: dict[str, Any] = {
-            "pages": int(state.get("pages", 0)),
-            "links": int(state.get("links", 0)),
-            "shards": shards,
-        }
-        self.files: dict[str, AppendFile] = {}
-        for name, key in ((PAGES_FILE, "pages"), (LINKS_FILE, "links")):
-            fpath = out_dir / name
-            size = fpath.stat().st_size if fpath.exists() else 0
-            want = self.state[key]
-            if size < want:
-                raise StateError(f"{fpath} is shorter than {MERGE_FILE} says; state is damaged")
-            if size > want:
-                os.truncate(fpath, want)  # bytes copied after the last merge.json: again
-            self.files[key] = AppendFile(fpath)
-        if self.state["links"] == 0:
-            self.files["links"].write(_LINKS_HEADER_BYTES)
-            self.state["links"] = len(_LINKS_HEADER_BYTES)
-            self._save()
-
-    def _save(self) -> None:
-        atomic_write_json(self.out_dir / MERGE_FILE, self.state)
-
-    def step(self) -> int:
-        """Copy what every shard has checkpointed since the last step; returns bytes copied.
-
-        Raises:
-            OSError: a file cannot be read or written.
-        """
-        copied = 0
-        for k in range(self.count):
-            sdir = shard_dir(self.out_dir, k)
-            cp_path = sdir / CHECKPOINT_FILE
-            if not cp_path.exists():
-                continue
-            try:
-                cp = read_json(cp_path)
-            except StateError:
-                continue  # being replaced right now: next step
-            pos = self.state["shards"][k]
-            for key, name, cp_key, skip in (
-                ("pages", PAGES_FILE, "pages_offset", 0),
-                ("links", LINKS_FILE, "links_offset", len(_LINKS_HEADER_BYTES)),
-            ):
-                upto = int(cp.get(cp_key, 0))
-                have = max(int(pos[key]), skip)
-                if upto <= have:
-                    continue
-                n = self._copy(sdir / name, have, upto, self.files[key])
-                pos[key] = have + n
-                self.state[key] += n
-                copied += n
-        if copied:
-            self._save()
-        return copied
-
-    @staticmethod
-    def _copy(src: Path, start: int, end: int, dst: AppendFile) -> int:
-        done = 0
-        try:
-            fd = os.open(src, os.O_RDONLY)
-        except OSError as exc:
-            raise OSError(exc.errno, exc.strerror, str(src)) from None
-        try:
-            while start + done < end:
-                data = os.pread(fd, min(COPY_CHUNK_BYTES, end - start - done), start + done)
-                if not data:
-                    break
-                try:
-                    dst.write(data)
-                except OSError as exc:  # name the file: "File too large: .../pages.jsonl"
-                    raise OSError(exc.errno, exc.strerror, dst.path) from None
-                done += len(data)
-        finally:
-            os.close(fd)
-        return done
-
-    def close(self) -> None:
-        for f in self.files.values():
-            f.close()
-
-
-def merged_stats(out_dir: Path, count: int) -> Stats:
-    """The sum of the shards' counters as of their last checkpoints."""
-    total = Stats()
-    for k in range(count):
-        cp_path = shard_dir(out_dir, k) / CHECKPOINT_FILE
-        if cp_path.exists():
-            with contextlib.suppress(StateError):
-                total.merge(Stats.from_state(read_json(cp_path).get("stats") or {}))
-    return total
-
-
-def merged_report(
-    out_dir: Path, settings: CrawlSettings, stop_reason: str, finished: bool
-) -> dict[str, Any]:
-    """report.json of a sharded crawl: the shards' reports merged (totals summed, robots
-    per origin united, trap counts summed with their first 100 URLs)."""
-    stats = merged_stats(out_dir, settings.processes)
-    robots: dict[str, Any] = {}
-    traps: dict[str, dict[str, Any]] = {}
-    for k in range(settings.processes):
-        path = shard_dir(out_dir, k) / REPORT_FILE
-        if not path.exists():
-            continue
-        try:
-            rep = read_json(path)
-        except StateError:
-            continue
-        robots.update(rep.get("robots") or {})
-        for defence, t in (rep.get("traps") or {}).items():
-            m = traps.setdefault(defence, {"limit": t.get("limit"), "count": 0, "urls": []})
-            m["count"] += int(t.get("count") or 0)
-            m["urls"] = (m["urls"] + list(t.get("urls") or []))[:100]
-    return {
-        "skitter": __version__,
-        "out_dir": str(out_dir),
-        "finished": finished,
-        "stop_reason": stop_reason,
-        "processes": settings.processes,
-        "totals": stats.snapshot(0.0).to_dict(),
-        "robots": dict(sorted(robots.items())),
-        "traps": traps,
-        "seeds": list(settings.seeds),
-    }
-
-
 # ---------------------------------------------------------------------- coordination
 
 
 class _Status(NamedTuple):
-    """A crawler process's status message (see ``Crawler._send_status``)."""
+    """A crawler process's status message (see ``ShardPeers._send_status``)."""
 
     kind: str  # "status"
     seq: int
@@ -442,7 +287,7 @@ def run_processes(
             (out_dir / SHARDS_DIR).mkdir(exist_ok=True)
         if settings.resume and settings.frontier == "sqlite":
             _wait_for_shard_locks(out_dir, count)
-        merger = _Merger(out_dir, count, settings.resume)
+        merger = Merger(out_dir, count, settings.resume)
         try:
             return _coordinate(settings, merger, on_status)
         finally:
@@ -453,7 +298,7 @@ def run_processes(
 
 def _coordinate(
     settings: CrawlSettings,
-    merger: _Merger,
+    merger: Merger,
     on_status: Callable[[dict[str, int]], None] | None,
 ) -> ProcessesOutcome:
     count = settings.processes

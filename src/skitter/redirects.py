@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from skitter.urls import join
 
-__all__ = ["location_target"]
+__all__ = ["NO_LOCATION", "REDIRECT_STATUSES", "location_target"]
+
+#: error_detail of a redirect status recorded as final because it has no Location.
+NO_LOCATION = "redirect without Location"
+#: Statuses that are redirects only with a Location (RFC 9110 §15.4); 304 is not one.
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
 _SAFE = frozenset(range(0x21, 0x7F))
 

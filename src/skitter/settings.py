@@ -153,6 +153,8 @@ class CrawlSettings:
             unreachable before giving up (exit 1, resumable).
         join: with a Redis frontier, join the existing crawl (``skitter worker``) instead
             of creating it (``skitter crawl``).
+        extract_links: parse HTML pages for links (False = ``skitter fetch``: pages are
+            fetched, archived and recorded, never parsed; only redirects are followed).
     """
 
     out_dir: str
@@ -174,6 +176,7 @@ class CrawlSettings:
     lease_ttl_s: float = 60.0
     redis_wait_s: float = 300.0
     join: bool = False
+    extract_links: bool = True
 
 
 def is_redis_url(frontier: str) -> bool:

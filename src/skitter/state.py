@@ -10,7 +10,7 @@ Files (all in ``--out DIR``)::
 
 Every file is replaced atomically (temp file + ``os.replace``) or appended one unit per
 ``write()``, so a ``kill -9`` at any instant leaves the folder usable: see
-:func:`skitter.crawler.Crawler` for how resume reconciles the journals with the frontier.
+:mod:`skitter.recovery` for how resume reconciles the journals with the frontier.
 """
 
 from __future__ import annotations

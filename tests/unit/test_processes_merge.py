@@ -1,4 +1,4 @@
-"""The coordinator's merge of the shards' journals (:class:`skitter.processes._Merger`)."""
+"""The coordinator's merge of the shards' journals (:class:`skitter.merge.Merger`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 
 from skitter.errors import StateError
 from skitter.export.links import HEADER
-from skitter.processes import MERGE_FILE, _Merger
+from skitter.merge import MERGE_FILE
+from skitter.merge import Merger as _Merger
 from skitter.sharding import shard_dir
 from skitter.state import atomic_write_json
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from skitter.crawler import record_verdict
+from skitter.checklinks import record_verdict
 
 
 @pytest.mark.parametrize(

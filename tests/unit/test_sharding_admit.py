@@ -1,4 +1,4 @@
-"""A sharded crawler taking in handed-off requests (Crawler._admit_received)."""
+"""A sharded crawler taking in handed-off requests (ShardPeers.admit_received)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from skitter.crawler import Crawler
 from skitter.models import Hop, Request
 from skitter.settings import CrawlSettings
+from skitter.shard_peers import ShardPeers
 from skitter.sharding import ShardLink, shard_dir, shard_of
 
 
@@ -52,8 +53,9 @@ async def test_two_redirect_chains_to_one_target_read_together_are_both_recorded
         "attempts": 2,
         "fetched_at": "2026-11-30T12:00:00.000000Z",
     }
-    async with Crawler(settings, shard=link) as crawler:
-        await crawler._admit_received(
+    peers = ShardPeers(link)
+    async with Crawler(settings, peers=peers) as crawler:
+        await peers.admit_received(
             [(chains[0], None), (chains[1], meta), (Request(url=target, depth=1), None)]
         )
         counts = await crawler.components.frontier.counts()

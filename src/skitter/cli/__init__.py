@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from skitter import __version__
-from skitter.cli import check_links, control, crawl, status, worker
+from skitter.cli import check_links, control, crawl, extract, fetch, graph, index, status, worker
 from skitter.cli.common import Parser, settings_from_args
 
 __all__ = ["COMMANDS", "build_parser", "main", "settings_from_args"]
@@ -26,6 +26,10 @@ __all__ = ["COMMANDS", "build_parser", "main", "settings_from_args"]
 COMMANDS: dict[str, ModuleType] = {
     "crawl": crawl,
     "check-links": check_links,
+    "fetch": fetch,
+    "extract": extract,
+    "index": index,
+    "graph": graph,
     "worker": worker,
     "status": status,
     "control": control,

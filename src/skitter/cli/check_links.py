@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from skitter.checklinks import CheckPolicy
 from skitter.cli.common import (
     add_common_flags,
     os_error_line,
@@ -136,8 +137,8 @@ async def _check(settings: CrawlSettings, cache: list[Any]) -> tuple[bool, float
     """Run the check's crawl; returns (interrupted, seconds)."""
     progress = Progress(not settings.quiet and sys.stderr.isatty())
     async with Crawler.from_settings(settings) as crawler:
-        if cache and crawler.check is not None:
-            crawler.check.set_cache(cache, Path(settings.out_dir))
+        if cache and isinstance(crawler.policy, CheckPolicy):
+            crawler.policy.set_cache(cache, Path(settings.out_dir))
         snap, interrupted = await run_crawler(crawler, progress)
     return interrupted, snap.elapsed_s
 

@@ -397,6 +397,7 @@ def settings_from_args(
         crawl_id=pick("crawl_id", b.crawl_id),
         lease_ttl_s=pick("lease_ttl", b.lease_ttl_s),
         redis_wait_s=pick("redis_wait", b.redis_wait_s),
+        extract_links=b.extract_links,
     )
 
 

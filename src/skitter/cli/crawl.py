@@ -36,6 +36,12 @@ def add_parser(sub: Any) -> None:
     c.add_argument("--seeds-file", metavar="FILE", help="file of seed URLs or domains, one a line")
     c.add_argument("--out", "-o", metavar="DIR", required=True, help="output folder")
     c.add_argument("--resume", action="store_true", help="continue the crawl stored in --out")
+    c.add_argument(
+        "--levels",
+        action="store_true",
+        help="crawl level by level: fetch every URL of a depth, then extract its links "
+        "(levels/NNNN/ in --out; one process)",
+    )
     out = add_common_flags(c)
     out.add_argument("--no-warc", action="store_true", help="do not write WARC files")
     out.add_argument(
@@ -53,6 +59,25 @@ async def _crawl(settings: CrawlSettings) -> int:
         snap, interrupted = await run_crawler(crawler, progress)
         stop_reason = crawler.stop_reason
     return _summary(settings, snap, stop_reason, interrupted)
+
+
+async def _crawl_levels(settings: CrawlSettings) -> int:
+    """``crawl --levels`` (:mod:`skitter.offline.levels`), progress per level on a TTY."""
+    from skitter.offline.levels import run_levels
+
+    async def run_one(crawler: Crawler) -> tuple[StatsSnapshot, bool]:
+        return await run_crawler(crawler, Progress(not settings.quiet and sys.stderr.isatty()))
+
+    res = await run_levels(replace(settings, processes=1), run_crawler=run_one)
+    if res.interrupted:
+        print(f"interrupted; resume with: skitter crawl --resume --out {settings.out_dir}",
+              file=sys.stderr)  # fmt: skip
+        return 130
+    if not settings.quiet:
+        per = ", ".join(f"{lv['pages']:,}" for lv in res.levels)
+        print(f"{res.pages:,} pages in {len(res.levels)} levels ({per}); output: "
+              f"{settings.out_dir}/ (levels/, pages.jsonl, links.tsv, report.json)")  # fmt: skip
+    return 0
 
 
 def _choose_processes(settings: CrawlSettings, given: int | None) -> CrawlSettings:
@@ -158,6 +183,10 @@ def run(args: argparse.Namespace) -> int:
         from skitter.urls import canonicalize
 
         ScopeRule(settings.scope, [u for u in map(canonicalize, settings.seeds) if u])
+        from skitter.offline.levels import is_levels_crawl
+
+        if getattr(args, "levels", False) or (settings.resume and is_levels_crawl(args.out)):
+            return asyncio.run(_crawl_levels(settings))
         if settings.processes > 1:
             return _crawl_processes(settings)
         return asyncio.run(_crawl(settings))

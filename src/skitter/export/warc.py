@@ -237,6 +237,9 @@ class WarcWriter(Closing):
         compression_level: gzip level (1-9) of each member.
         warcinfo_fields: extra ``(name, value)`` fields for each warcinfo record.
         clock: returns Unix time in seconds; used for file names and default ``WARC-Date``.
+        on_file_done: called as ``(path, final)`` once a file is complete: rotated away from
+            (``final`` False) or closed (True); e.g. to write its CDXJ index
+            (:class:`skitter.offline.cdxj.CrawlIndexer`).
 
     Files are created lazily (the first on the first :meth:`write_exchange`); an existing file
     is never appended to. Not thread-safe; one writer per directory and prefix.
@@ -258,6 +261,7 @@ class WarcWriter(Closing):
         compression_level: int = 6,
         warcinfo_fields: Sequence[tuple[str, str]] = (),
         clock: Callable[[], float] = time.time,
+        on_file_done: Callable[[str, bool], None] | None = None,
     ) -> None:
         if max_bytes < 1:
             raise ValueError(f"max_bytes must be >= 1, got {max_bytes}")
@@ -273,6 +277,7 @@ class WarcWriter(Closing):
         self.compression_level = compression_level
         self.warcinfo_fields = tuple(warcinfo_fields)
         self._clock = clock
+        self._on_file_done = on_file_done
         os.makedirs(self.directory, exist_ok=True)
         existing = _list_files(self.directory, prefix)
         self._serial = existing[-1][0] + 1 if existing else 0
@@ -451,6 +456,7 @@ class WarcWriter(Closing):
             self._exchanges_in_file > 0 and self._file.offset() + nbytes > self.max_bytes
         ):
             self._file.close()
+            self._done(self._file.path, False)
             self._file = None
         if self._file is None:
             self._file = self._open_next()
@@ -511,8 +517,13 @@ class WarcWriter(Closing):
         self._closed = True
         if self._file is not None:
             self._file.close()
+            self._done(self._file.path, True)
             self._file = None
         self._gz.close()
+
+    def _done(self, path: str, final: bool) -> None:
+        if self._on_file_done is not None:
+            self._on_file_done(path, final)
 
     # -- recovery ---------------------------------------------------------------------------
 

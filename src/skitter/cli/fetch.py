@@ -1,0 +1,91 @@
+"""``skitter fetch``: fetch a list of URLs politely into WARC + pages.jsonl, no link following."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from skitter.cli.common import add_common_flags, os_error_line, settings_from_args
+from skitter.errors import ConfigError, SkitterError
+
+
+def add_parser(sub: Any) -> None:
+    """The ``fetch`` subcommand."""
+    c = sub.add_parser(
+        "fetch",
+        help="fetch a list of URLs into WARC and pages.jsonl (no link extraction)",
+        description=(
+            "Fetch every URL of a list with the crawler's fetcher, robots.txt, politeness, "
+            "retries and resume, into WARC files and pages.jsonl; pages are not parsed and "
+            "no link is followed (redirects are; --scope applies to them, default any). "
+            "Find the links later with `skitter extract`."
+        ),
+        epilog="exit codes: 0 done; 2 bad flags, list or output folder; 130 interrupted "
+        "(resume with --resume --out DIR)",
+        argument_default=argparse.SUPPRESS,
+    )
+    c.add_argument("--urls", metavar="FILE", help="the URLs, one a line ('-' = stdin)")
+    c.add_argument("--out", "-o", metavar="DIR", required=True, help="output folder")
+    c.add_argument("--resume", action="store_true", help="continue the fetch stored in --out")
+    add_common_flags(c)
+
+
+async def _fetch(settings: Any) -> int:
+    from skitter.cli.progress import Progress, run_crawler
+    from skitter.crawler import Crawler
+
+    progress = Progress(not settings.quiet and sys.stderr.isatty())
+    async with Crawler.from_settings(settings) as crawler:
+        snap, interrupted = await run_crawler(crawler, progress)
+    if not settings.quiet:
+        print(
+            f"{snap.records:,} URLs fetched ({snap.errors:,} without a response) in "
+            f"{snap.elapsed_s:,.1f} s; output: {settings.out_dir}/ (pages.jsonl, *.warc.gz)"
+        )
+    if interrupted:
+        print(f"interrupted; resume with: skitter fetch --resume --out {settings.out_dir}",
+              file=sys.stderr)  # fmt: skip
+        return 130
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``skitter fetch``; returns the exit code."""
+    from skitter.offline.urllist import read_url_list
+    from skitter.state import check_resume_compatible, load_state
+
+    try:
+        if getattr(args, "resume", False):
+            stored = load_state(Path(args.out))
+            settings = settings_from_args(args, base=stored)
+            check_resume_compatible(stored, settings)
+        else:
+            src = getattr(args, "urls", None)
+            if src is None:
+                raise ConfigError("give the URLs with --urls FILE (or --urls - for stdin)")
+            if src == "-":
+                urls = read_url_list(sys.stdin, "stdin")
+            else:
+                with open(src, encoding="utf-8-sig") as f:
+                    urls = read_url_list(f, src)
+            settings = settings_from_args(args)
+            scope = settings.scope
+            if "scope" not in vars(args):
+                scope = replace(scope, scope="any")
+            settings = replace(settings, seeds=tuple(urls), scope=scope, processes=1)
+        settings = replace(settings, extract_links=False)
+        return asyncio.run(_fetch(settings))
+    except SkitterError as exc:
+        print(f"skitter: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(os_error_line(exc), file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"interrupted; resume with: skitter fetch --resume --out {args.out}",
+              file=sys.stderr)  # fmt: skip
+        return 130

@@ -1,0 +1,92 @@
+"""What the parts of one crawl share: settings, components, counters, trap budgets, the
+mode's lease policy, the peers, and the one way a pages.jsonl record is written.
+
+Built by :class:`skitter.crawler.Crawler` once its components exist; used by the worker
+(:mod:`skitter.worker`), redirect continuations (:mod:`skitter.continuations`), resume
+reconciliation (:mod:`skitter.recovery`), the peers (:mod:`skitter.peers`) and the report
+(:mod:`skitter.reporting`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from skitter.checklinks.verdicts import record_verdict
+from skitter.events import CrawlHooks
+from skitter.lease_policy import LeasePolicy
+from skitter.peers import Meta, Peers
+from skitter.settings import CrawlSettings
+from skitter.stats import Stats
+from skitter.traps import TrapGuard
+
+if TYPE_CHECKING:
+    from skitter.build import Components
+    from skitter.export.pages import PageRecord
+    from skitter.models import Request
+
+__all__ = ["MAX_REPORTED_URLS", "CrawlContext", "RobotsNotes"]
+
+#: URLs listed per origin in report.json's robots section (disallowed, unreachable).
+MAX_REPORTED_URLS = 100
+
+
+@dataclass(slots=True)
+class RobotsNotes:
+    """URLs not fetched because of robots.txt, per origin (the first
+    :data:`MAX_REPORTED_URLS` of each), for report.json."""
+
+    blocked: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    unreachable: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+
+    @staticmethod
+    def note(where: dict[str, list[str]], origin: str, url: str) -> None:
+        """Add ``url`` to ``where[origin]`` unless the list is full."""
+        lst = where[origin]
+        if len(lst) < MAX_REPORTED_URLS:
+            lst.append(url)
+
+
+@dataclass(slots=True, eq=False)
+class CrawlContext:
+    """The state one crawl's parts share (one per :class:`skitter.crawler.Crawler`).
+
+    Attributes:
+        stats: the counters (replaced by resume reconciliation with the checkpointed ones).
+        clock: seconds (epoch) for politeness schedules.
+    """
+
+    settings: CrawlSettings
+    components: Components
+    hooks: CrawlHooks
+    clock: Callable[[], float]
+    out_dir: Path
+    stats: Stats
+    traps: TrapGuard
+    policy: LeasePolicy
+    peers: Peers
+    robots_notes: RobotsNotes
+
+    def write_record(self, rec: PageRecord, host: str) -> None:
+        """Append ``rec`` to pages.jsonl and count it (``host``: its politeness key)."""
+        self.components.pages.write(rec)
+        first = rec.redirects[0].status if rec.redirects else None
+        verdict = record_verdict(rec.status, rec.error, rec.error_detail, first)
+        self.stats.count_record(host, rec.depth, rec.status, rec.error, rec.bytes, verdict)
+
+    async def add(
+        self,
+        reqs: Sequence[Request],
+        *,
+        force: bool = False,
+        meta: Meta | None = None,
+        owners: Sequence[int] | None = None,
+    ) -> frozenset[str]:
+        """Queue ``reqs`` through the peers (:meth:`skitter.peers.Peers.add`); returns the
+        URLs queued."""
+        return await self.peers.add(
+            self.components.frontier, reqs, force=force, meta=meta, owners=owners
+        )

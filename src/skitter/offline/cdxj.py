@@ -1,0 +1,299 @@
+"""CDXJ indexes of WARC files, the lines pywb and cdxj-indexer write.
+
+One line per ``response``, ``revisit`` and ``resource`` record (not ``resource`` records of
+``application/warc-fields``), sorted (plain string order, as ``cdxj-indexer --sort``)::
+
+    com,example)/a 20240501120000 {"url": "http://example.com/a", "mime": "text/html",
+    "status": "200", "digest": "sha1:...", "length": "1043", "offset": "0", "filename": "x.warc.gz"}
+
+(one line in the file).
+
+* key: the SURT form of the URL (:func:`surt.surt`, the Internet Archive's "Sort-friendly URI
+  Reordering Transform", the key pywb looks up), then the 14-digit UTC timestamp of
+  ``WARC-Date``;
+* JSON (keys in this order, absent ones left out, values strings): ``url`` (the
+  ``WARC-Target-URI``), ``mime`` (``warc/revisit`` for a revisit, else the HTTP or WARC
+  ``Content-Type`` up to ``;`` or a space), ``status`` (HTTP status of a response or revisit
+  that has an HTTP header block), ``digest`` (``WARC-Payload-Digest``, else the
+  ``sha1:`` base32 digest of the stored payload), ``length`` (bytes from the record's gzip
+  member to the next one's; uncompressed, the record's header and block without the blank
+  lines after it, as warcio counts), ``offset`` (its file offset), ``filename`` (the WARC's
+  base name).
+
+``X.warc.gz`` (or ``X.warc``) gets ``X.cdxj`` beside it, written atomically. A file compressed as
+one gzip stream has no per-record offsets and is refused.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+import os
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import surt
+
+from skitter.errors import ConfigError
+from skitter.offline.reader import Damage, Record, WarcReader
+
+__all__ = [
+    "CrawlIndexer",
+    "IndexResult",
+    "cdxj_path_for",
+    "index_lines",
+    "index_missing",
+    "index_quietly",
+    "write_index",
+]
+
+log = logging.getLogger("skitter")
+
+_INDEXED = frozenset({"response", "revisit", "resource"})
+_MIME_SPLIT = re.compile(r"[;\s]")
+_STATUS = re.compile(rb"\AHTTP/\d(?:\.\d)?[ \t]+(\d{3})")
+#: block bytes kept per record: the HTTP header block (a missing digest: the whole payload)
+_HEAD_BYTES = 64 * 1024
+_DIGEST_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class IndexResult:
+    """One indexed file: its CDXJ path, line count and damaged parts skipped."""
+
+    path: str
+    lines: int = 0
+    skipped: list[Damage] = field(default_factory=list)
+
+
+def cdxj_path_for(warc_path: str) -> str:
+    """``X.warc.gz`` / ``X.warc`` / ``X.gz`` → ``X.cdxj`` (same folder)."""
+    base = warc_path
+    for ext in (".gz", ".warc"):
+        if base.endswith(ext):
+            base = base[: -len(ext)]
+    return base + ".cdxj"
+
+
+def _timestamp(date: str) -> str:
+    try:
+        dt = datetime.fromisoformat(date.strip())
+        if dt.tzinfo is not None:
+            dt = dt.astimezone(UTC)
+        return dt.strftime("%Y%m%d%H%M%S")
+    except ValueError:
+        return "".join(c for c in date if c.isdigit())[:14]
+
+
+def _url_key(url: str) -> str:
+    try:
+        key: str = surt.surt(url)
+        return key
+    except Exception:  # surt raises on some non-http URIs; cdxj-indexer keys them as is
+        return url
+
+
+def _http_head(block: bytes) -> tuple[str | None, dict[str, str], int] | None:
+    """(status, headers lower-cased, payload start) of an HTTP response block, or None."""
+    m = _STATUS.match(block)
+    if m is None:
+        return None
+    end = block.find(b"\r\n\r\n")
+    sep = 4
+    if end < 0:
+        end, sep = block.find(b"\n\n"), 2
+    head = block if end < 0 else block[:end]
+    headers: dict[str, str] = {}
+    for raw in head.split(b"\n")[1:]:
+        name, colon, value = raw.decode("latin-1").rstrip("\r").partition(":")
+        if colon:
+            headers.setdefault(name.strip().lower(), value.strip())
+    return m.group(1).decode(), headers, (len(block) if end < 0 else end + sep)
+
+
+def _keep(headers: dict[str, str]) -> int:
+    if headers.get("warc-type", "").lower() not in _INDEXED:
+        return 0
+    return _HEAD_BYTES if headers.get("warc-payload-digest") else _DIGEST_BYTES
+
+
+def _fields(rec: Record, filename: str) -> tuple[str, dict[str, Any]] | None:
+    rtype = rec.type
+    if rtype not in _INDEXED:
+        return None
+    wct = rec.headers.get("content-type")
+    if rtype == "resource" and wct == "application/warc-fields":
+        return None
+    url = rec.target_uri
+    status: str | None = None
+    mime: str | None = None
+    payload = rec.block
+    http = _http_head(rec.block) if rtype != "resource" else None
+    if http is not None:
+        status, headers, start = http
+        payload = rec.block[start:]
+        mime = headers.get("content-type")
+    elif rtype == "resource":
+        mime = wct
+    if rtype == "revisit":
+        mime = "warc/revisit"
+    elif mime:
+        mime = _MIME_SPLIT.split(mime, 1)[0].strip()
+    digest = rec.headers.get("warc-payload-digest")
+    if not digest and not rec.dropped:
+        digest = "sha1:" + base64.b32encode(hashlib.sha1(payload).digest()).decode()
+    index: dict[str, Any] = {"url": url}
+    if mime is not None:
+        index["mime"] = mime
+    if status is not None:
+        index["status"] = status
+    if digest:
+        index["digest"] = digest
+    key = f"{_url_key(url)} {_timestamp(rec.headers.get('warc-date', ''))}"
+    index["offset"] = str(rec.offset)
+    index["filename"] = filename
+    return key, index
+
+
+def index_lines(path: str, on_damage: Callable[[Damage], None]) -> list[str]:
+    """The sorted CDXJ lines (each ending ``\\n``) of one WARC file.
+
+    Raises:
+        ConfigError: the file is one gzip stream holding several records (no offsets).
+        OSError: the file cannot be read.
+    """
+    filename = os.path.basename(path)
+    entries: list[tuple[int, str, dict[str, Any]] | tuple[int, None, None]] = []
+    plain_lengths: dict[int, int] = {}
+
+    def damage(d: Damage) -> None:
+        entries.append((d.offset, None, None))  # a record's length stops at the damage
+        on_damage(d)
+
+    with open(path, "rb") as f:
+        reader = WarcReader(f, damage, keep_bytes=_keep)
+        for rec in reader:
+            if rec.multi and reader.compressed:
+                raise ConfigError(
+                    f"{path}: one gzip stream for many records (whole-file gzip): records "
+                    "cannot be addressed; recompress it one gzip member per record"
+                )
+            if not reader.compressed:
+                plain_lengths[rec.offset] = rec.header_bytes + rec.content_length
+            got = _fields(rec, filename)
+            if got is None:
+                entries.append((rec.offset, None, None))
+            else:
+                entries.append((rec.offset, got[0], got[1]))
+        end = f.seek(0, os.SEEK_END)
+    lines: list[str] = []
+    for i, (offset, key, index) in enumerate(entries):
+        if key is None or index is None:
+            continue
+        nxt = entries[i + 1][0] if i + 1 < len(entries) else end
+        ordered: dict[str, Any] = {
+            k: index[k] for k in ("url", "mime", "status", "digest") if k in index
+        }
+        ordered["length"] = str(plain_lengths.get(offset, nxt - offset))
+        ordered["offset"] = index["offset"]
+        ordered["filename"] = index["filename"]
+        lines.append(f"{key} {json.dumps(ordered)}\n")
+    lines.sort()
+    return lines
+
+
+def write_index(
+    warc_path: str,
+    cdxj_path: str | None = None,
+    on_damage: Callable[[Damage], None] | None = None,
+) -> IndexResult:
+    """Index ``warc_path`` into ``cdxj_path`` (default :func:`cdxj_path_for`), atomically
+    (temp file, fsync, rename).
+
+    Raises:
+        ConfigError: whole-file gzip (see :func:`index_lines`).
+        OSError: reading or writing failed.
+    """
+    out = cdxj_path or cdxj_path_for(warc_path)
+    result = IndexResult(out)
+
+    def damage(d: Damage) -> None:
+        result.skipped.append(d)
+        if on_damage is not None:
+            on_damage(d)
+
+    lines = index_lines(warc_path, damage)
+    tmp = out + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.writelines(lines)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, out)
+    result.lines = len(lines)
+    return result
+
+
+class CrawlIndexer:
+    """The crawl's WARC writer hook (``on_file_done``): a rotated file is indexed in a
+    background thread (the crawl goes on), the last one when the writer closes, after the
+    pending ones (so a finished crawl has every index)."""
+
+    def __init__(self) -> None:
+        self._threads: list[threading.Thread] = []
+
+    def __call__(self, warc_path: str, final: bool) -> None:
+        """Index ``warc_path`` (see :func:`index_quietly`)."""
+        self._threads = [t for t in self._threads if t.is_alive()]
+        if not final:
+            t = threading.Thread(target=index_quietly, args=(warc_path,), name="cdxj")
+            t.start()
+            self._threads.append(t)
+            return
+        for t in self._threads:
+            t.join()
+        self._threads = []
+        index_quietly(warc_path)
+
+
+def index_quietly(warc_path: str) -> None:
+    """:func:`write_index` for the crawl's WARC writer (``on_file_done``): a failure is logged
+    as a warning, never raised (the index can be made later with ``skitter index``)."""
+    try:
+        write_index(warc_path)
+    except (OSError, ConfigError) as exc:
+        log.warning("CDXJ index of %s not written: %s", warc_path, exc)
+
+
+def index_missing(directory: str, prefix: str) -> list[str]:
+    """Index every ``{prefix}-*.warc.gz`` in ``directory`` whose ``.cdxj`` is missing or older
+    than the WARC (a crawl killed before it closed the file); call after
+    :meth:`skitter.export.warc.WarcWriter.repair` on resume.
+
+    Returns:
+        The CDXJ paths written. Failures are logged, not raised.
+    """
+    pattern = re.compile(rf"^{re.escape(prefix)}-\d{{14}}-\d{{5,}}\.warc\.gz$")
+    written = []
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return []
+    for name in names:
+        if not pattern.match(name):
+            continue
+        path = os.path.join(directory, name)
+        out = cdxj_path_for(path)
+        try:
+            if os.path.exists(out) and os.path.getmtime(out) >= os.path.getmtime(path):
+                continue
+        except OSError:
+            continue
+        index_quietly(path)
+        written.append(out)
+    return written

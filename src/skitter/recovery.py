@@ -1,0 +1,166 @@
+"""Resume reconciliation: bring the frontier up to date with the journals after a crash.
+
+Every few seconds the crawl loop commits the frontier and writes ``checkpoint.json`` with the
+journal offsets and the counters as they were just before that commit. On resume, the
+pages.jsonl records past the checkpoint are counted and marked done in the frontier, and the
+links.tsv rows past it are counted and their queued links re-added (both idempotent); a
+trailing block of rows whose page has no record (the kill came between them) is cut. So no
+URL is lost and no recorded URL is fetched again; only requests in flight at the kill are
+repeated. The trap budgets are rebuilt from links.tsv (and by the peers, from what they
+handed over).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from skitter.checklinks.verdicts import record_verdict
+from skitter.context import CrawlContext
+from skitter.errors import StateError
+from skitter.export.links import LinkRow, parse_row
+from skitter.models import Request
+from skitter.rules import Decision
+from skitter.state import CHECKPOINT_FILE, LINKS_FILE, PAGES_FILE, read_json
+from skitter.stats import Stats
+from skitter.urls import host_key
+
+__all__ = ["reconcile"]
+
+log = logging.getLogger("skitter")
+
+
+async def reconcile(ctx: CrawlContext) -> None:
+    """Bring the frontier up to date with the journals after a crash (see module doc).
+
+    Sets ``ctx.stats`` (and the trap budgets, the peers' state) to the checkpoint's, then
+    counts and replays the records and links.tsv rows past it.
+
+    Raises:
+        StateError: a journal is shorter than its checkpoint, or checkpoint.json is damaged.
+    """
+    c = ctx.components
+    cp_path = ctx.out_dir / CHECKPOINT_FILE
+    cp: dict[str, Any] = read_json(cp_path) if cp_path.exists() else {}
+    pages_off = int(cp.get("pages_offset", 0))
+    links_off = int(cp.get("links_offset", 0))
+    ctx.stats = Stats.from_state(cp.get("stats", {}))
+    ctx.traps.load_state(cp.get("traps") or {})
+    ctx.peers.resume(cp)
+    pages_path = ctx.out_dir / PAGES_FILE
+    links_path = ctx.out_dir / LINKS_FILE
+    recorded: dict[str, int] = {}  # final_url / url -> depth
+    done_urls: list[str] = []
+    if pages_path.exists():
+        size = pages_path.stat().st_size
+        if pages_off > size:
+            raise StateError(f"{pages_path} is shorter than its checkpoint; state is damaged")
+        with open(pages_path, "rb") as fh:
+            fh.seek(pages_off)
+            for line in fh:
+                if not line.endswith(b"\n"):
+                    break
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    continue
+                depth = int(r.get("depth") or 0)
+                recorded[r["final_url"]] = depth
+                recorded[r["url"]] = depth
+                done_urls.append(r["url"])
+                done_urls.append(r["final_url"])
+                done_urls.extend(h["url"] for h in r.get("redirects") or ())
+                hops = r.get("redirects") or ()
+                ctx.stats.count_record(
+                    host_key(r["url"]),
+                    depth,
+                    r.get("status"),
+                    r.get("error"),
+                    int(r.get("bytes") or 0),
+                    record_verdict(
+                        r.get("status"),
+                        r.get("error"),
+                        r.get("error_detail"),
+                        hops[0]["status"] if hops else None,
+                    ),
+                )
+    if done_urls:
+        await c.frontier.mark_done(sorted(set(done_urls)))
+    readd: list[Request] = []
+    if links_path.exists():
+        readd = _reconcile_links(ctx, links_path, links_off, recorded)
+    if readd:
+        await ctx.add(readd)
+    # the trap budgets (distinct queued URLs per path / host) are rebuilt from links.tsv
+    ctx.traps.replay_links(links_path)
+    # ... and by the peers (sharded: from what other processes handed over)
+    ctx.peers.resumed(ctx.traps, recorded)
+    await c.frontier.flush()
+    log.info(
+        "resume: %d records and %d queued links replayed past the checkpoint",
+        len(set(done_urls)),
+        len(readd),
+    )
+
+
+def _reconcile_links(
+    ctx: CrawlContext, path: Path, offset: int, recorded: dict[str, int]
+) -> list[Request]:
+    """Replay links.tsv rows past ``offset``; cut a trailing block whose page has no record."""
+    rows: list[tuple[int, LinkRow]] = []
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        pos = offset
+        for line in fh:
+            start = pos
+            pos += len(line)
+            if not line.endswith(b"\n"):
+                break
+            if start == 0 and line.startswith(b"source\t"):
+                continue
+            row = parse_row(line.decode("utf-8", errors="replace"))
+            if row is not None:
+                rows.append((start, row))
+    # rows of the page being written at the kill (no record) can only be the last block
+    if rows and rows[-1][1].source not in recorded:
+        src = rows[-1][1].source
+        cut = len(rows)
+        while cut > 0 and rows[cut - 1][1].source == src:
+            cut -= 1
+        cut_at = rows[cut][0]
+        rows = rows[:cut]
+        with open(path, "r+b") as fh:
+            fh.truncate(cut_at)
+    readd: list[Request] = []
+    decisions: Counter[str] = Counter()
+    for _, row in rows:
+        decisions[row.decision] += 1
+        if row.decision == Decision.QUEUED.value and row.kind != "redirect":
+            depth = recorded.get(row.source)
+            if depth is not None:
+                readd.append(
+                    Request(
+                        url=row.target,
+                        depth=depth + 1,
+                        referer=row.source,
+                        check_only=_replay_check_only(ctx, row, depth + 1),
+                    )
+                )
+    ctx.stats.count_decisions(decisions)
+    return readd
+
+
+def _replay_check_only(ctx: CrawlContext, row: LinkRow, depth: int) -> bool:
+    """Was this queued links.tsv row a check_only request? (decided again, for resume)"""
+    policy = ctx.policy
+    if not policy.rejudges_links:
+        return False
+    decision, canon = ctx.components.scope.decide(
+        row.target, depth=depth, nofollow=row.nofollow, index=0, is_seed_page=False
+    )
+    if canon is None:
+        return False
+    return bool(policy.check_only_for(decision.value, canon, row.kind))

@@ -1,0 +1,52 @@
+"""report.json of one crawl: totals, robots decisions per origin, trap drops, seeds.
+
+Written atomically (:func:`skitter.state.atomic_write_json`) every ``REPORT_EVERY_S`` seconds
+and at the end of the run; a sharded crawl's coordinator merges its processes' reports
+(:func:`skitter.merge.merged_report`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from skitter import __version__
+from skitter.context import CrawlContext
+from skitter.state import REPORT_FILE, atomic_write_json
+from skitter.stats import StatsSnapshot
+
+__all__ = ["build_report", "write_report"]
+
+
+def build_report(
+    ctx: CrawlContext, snapshot: StatsSnapshot, *, finished: bool, stop_reason: str
+) -> dict[str, Any]:
+    """The report.json document: ``{"skitter", "out_dir", "finished", "stop_reason",
+    "totals", "robots", "traps", "seeds"}``. "robots": per origin its robots.txt state and
+    the first 100 URLs it disallowed (``disallowed_urls``) or left unchecked because it was
+    unreachable (``unreachable_urls``); "traps": per trap defence its limit, drop count and
+    first 100 dropped URLs (:meth:`skitter.traps.TrapGuard.report`)."""
+    robots = ctx.components.robots.snapshot()
+    notes = ctx.robots_notes
+    for org, urls in notes.blocked.items():
+        robots.setdefault(org, {})["disallowed_urls"] = urls
+    for org, urls in notes.unreachable.items():
+        robots.setdefault(org, {})["unreachable_urls"] = urls
+    return {
+        "skitter": __version__,
+        "out_dir": str(ctx.out_dir),
+        "finished": finished,
+        "stop_reason": stop_reason,
+        "totals": snapshot.to_dict(),
+        "robots": robots,
+        "traps": ctx.traps.report(),
+        "seeds": list(ctx.settings.seeds),
+    }
+
+
+def write_report(ctx: CrawlContext, report: dict[str, Any]) -> None:
+    """Replace ``report.json`` in the output folder with ``report`` (atomic).
+
+    Raises:
+        OSError: the file cannot be written.
+    """
+    atomic_write_json(ctx.out_dir / REPORT_FILE, report)

@@ -1,0 +1,480 @@
+"""Processing one lease: robots → fetch → record → extract → decide → add → ack.
+
+:class:`Worker` takes a lease from the crawl loop (:mod:`skitter.crawler`) and carries it to
+its end: a pages.jsonl record and an ack, or a retry (``retry_decision``; a 429/5xx is
+retried after the wait, RFC 9110 §10.2.3 Retry-After, capped). Redirects continue as new
+requests (:mod:`skitter.continuations`). The mode's differences come from the lease policy
+(:mod:`skitter.lease_policy`), routing to other processes from the peers (:mod:`skitter.peers`).
+
+Durability (``kill -9`` at any instant): for every page the WARC exchange, then the page's
+links.tsv rows, then its pages.jsonl record are appended (one ``write()`` each, with no
+``await`` between the last two), and only then is the lease acked in the frontier.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import hashlib
+import inspect
+import logging
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from skitter.context import CrawlContext
+from skitter.continuations import follow_redirect
+from skitter.errors import FetchError
+from skitter.export.links import LinkRow, format_rows
+from skitter.export.pages import PageRecord, iso_utc
+from skitter.models import Hop, Lease, Page, Request, Response
+from skitter.politeness import next_allowed_at, parse_retry_after, retry_decision
+from skitter.redirects import NO_LOCATION, REDIRECT_STATUSES
+from skitter.rules import Decision
+from skitter.urls import canonicalize, host_key, hostname, origin
+
+__all__ = ["HTML_TYPES", "Worker", "maybe_await"]
+
+log = logging.getLogger("skitter")
+
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+
+
+def _no_retry_detail(
+    status: int, reason: str, attempts: int, retry_after_s: float | None, cap_s: float
+) -> str | None:
+    """error_detail of a 429/5xx that is recorded as the final answer (C21: "rate limited")."""
+    what = "rate limited" if status == 429 else "server error"
+    if reason == "retry_after_too_long" and retry_after_s is not None:
+        return (
+            f"{what} ({status}): Retry-After {retry_after_s:g} s is longer than the "
+            f"{cap_s:g} s cap, not retried"
+        )
+    if reason == "retries_exhausted":
+        return f"{what} ({status}): gave up after {attempts} attempts"
+    return None
+
+
+def _is_html(resp: Response) -> bool:
+    ct = resp.content_type
+    if ct is not None:
+        return ct in HTML_TYPES
+    head = resp.body[:512].lstrip().lower()
+    return head.startswith((b"<!doctype html", b"<html", b"<head", b"<body"))
+
+
+def _robots_header_values(resp: Response) -> list[str]:
+    return resp.header_all("x-robots-tag")
+
+
+async def maybe_await(value: object) -> None:
+    """Await ``value`` if it is awaitable (a hook may be a function or a coroutine one)."""
+    if inspect.isawaitable(value):
+        await value
+
+
+class Worker:
+    """Processes leases of one crawl (one instance per crawl; one task per lease).
+
+    Args:
+        ctx: the crawl's shared state (:class:`skitter.context.CrawlContext`).
+    """
+
+    def __init__(self, ctx: CrawlContext) -> None:
+        self.ctx = ctx
+        self._ip_sems: dict[str, asyncio.Semaphore] = {}
+        self._host_last_end: dict[str, float] = {}
+
+    async def add_seeds(self, seeds: Sequence[str]) -> None:
+        """Queue the seed URLs (canonicalised; invalid or non-HTTP ones are ignored with a
+        warning); each extends the scope and may be fetched even at a private address."""
+        ctx = self.ctx
+        c = ctx.components
+        reqs = []
+        for s in seeds:
+            url = canonicalize(s)
+            if url is None:
+                log.warning("ignoring seed %r: not an http(s) URL", s)
+                continue
+            c.scope.add_seed(url)
+            ctx.policy.add_seed(url)
+            c.allow_host(hostname(url))
+            if ctx.peers.is_foreign(url):
+                continue  # the process owning its host queues it
+            ctx.traps.note(url)  # seeds are never dropped as traps, but they count
+            reqs.append(Request(url=url, depth=0))
+        if reqs:
+            await c.frontier.add(reqs)
+
+    async def robots_fetch(self, url: str) -> Response:
+        """Fetch a robots.txt (no redirects followed here); archived to WARC, not to pages.
+
+        A file larger than 512 KiB is cut there, not refused (RFC 9309 §2.5: its first
+        500 KiB are parsed; the WARC record says ``WARC-Truncated: length``).
+        """
+        c = self.ctx.components
+        async with self._ip_slot(url):  # a robots.txt request counts for --ip-concurrency too
+            resp = await c.fetcher.fetch(Request(url=url), max_body_bytes=512 * 1024, truncate=True)
+        self._host_last_end[host_key(url)] = self.ctx.clock()
+        if c.warc is not None:
+            c.warc.write_exchange(
+                url, resp, ip=resp.peer_ip, truncated="length" if resp.truncated else None
+            )
+        return resp
+
+    @contextlib.asynccontextmanager
+    async def _ip_slot(self, url: str) -> AsyncIterator[None]:
+        """Hold one of ``--ip-concurrency`` slots of the address ``url``'s host resolves to
+        (over every process of a sharded crawl: :class:`skitter.sharding.IpSlots`)."""
+        c = self.ctx.components
+        sem: asyncio.Semaphore | None = None
+        try:
+            ips = await c.lookup(url)
+        except Exception:
+            ips = []
+        if ips:
+            sem = self._ip_sems.get(ips[0])
+            if sem is None:
+                sem = self._ip_sems[ips[0]] = asyncio.Semaphore(
+                    self.ctx.settings.politeness.ip_concurrency
+                )
+        if sem is None:
+            yield
+            return
+        shared = self.ctx.peers.ip_slots
+        async with sem:
+            if shared is None:
+                yield
+                return
+            ip = ips[0]
+            delay = 0.002
+            while not shared.try_acquire(ip):  # bounded by the other processes' requests
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.05)
+            try:
+                yield
+            finally:
+                shared.release(ip)
+
+    def gap_s(self, crawl_delay_s: float | None) -> float:
+        """Seconds between two requests to a host (``--delay``, its crawl-delay, the cap)."""
+        p = self.ctx.settings.politeness
+        return next_allowed_at(0.0, p.delay_s, crawl_delay_s, p.max_crawl_delay_s)
+
+    async def _pause(self, host: str, crawl_delay_s: float | None) -> None:
+        """Count a request to ``host`` as ended now and wait its politeness gap."""
+        self._host_last_end[host] = self.ctx.clock()
+        await asyncio.sleep(self.gap_s(crawl_delay_s))
+
+    async def process(self, lease: Lease) -> None:
+        """Process one lease to its end: a record and an ack, or a retry (see module doc).
+
+        Raises only what a bug raises (fetch errors are recorded or retried)."""
+        c = self.ctx.components
+        p = self.ctx.settings.politeness
+        req = lease.request
+        host = lease.host
+        attempts = lease.attempts + 1
+        crawl_delay: float | None = None
+        policy = self.ctx.policy
+        notes = self.ctx.robots_notes
+        # the mode's shortcuts (link checking: a verdict reused, a host known dead)
+        reused = policy.reused_record(req)
+        if reused is not None:
+            self.ctx.write_record(reused, host_key(req.requested_url))
+            await c.frontier.ack(lease, not_before=self.ctx.clock())
+            return
+        failed = policy.failed_host(host)
+        if failed is not None:
+            await self.finish_error(lease, attempts, *failed, not_before=self.ctx.clock())
+            return
+        if not p.ignore_robots:
+            chk = await c.robots.check(req.url)
+            crawl_delay = chk.crawl_delay_s
+            if not chk.allowed:
+                if chk.reason == "unreachable":
+                    kind = chk.error_kind
+                    if kind is not None and policy.robots_failure_is_final(kind):
+                        # the page could not be fetched either: record the real cause
+                        # (a dead host is "dns", not a robots.txt verdict; C27, SSRF)
+                        await self.finish_error(
+                            lease,
+                            attempts,
+                            kind,
+                            f"{chk.error} (robots.txt and page not fetched)",
+                            not_before=self.ctx.clock(),
+                        )
+                        return
+                    if attempts <= p.retries:
+                        await c.frontier.retry(
+                            lease, not_before=self.ctx.clock() + p.robots_retry_s
+                        )
+                        return
+                    notes.note(notes.unreachable, origin(req.url), req.url)
+                    await self.finish_error(
+                        lease,
+                        attempts,
+                        "robots_unreachable",
+                        f"robots.txt unreachable ({chk.error or '5xx or network error'}) "
+                        f"after {attempts} attempts: disallow all (RFC 9309 §2.3.1.4)",
+                        not_before=self.ctx.clock(),
+                    )
+                    return
+                self.ctx.stats.robots_disallowed += 1
+                self.ctx.stats.by_verdict["excluded"] += 1
+                notes.note(notes.blocked, origin(req.url), req.url)
+                if req.redirects:
+                    # the chain ends at a hop whose target robots.txt forbids
+                    await self.finish_redirect_stop(
+                        lease, attempts, f"redirect target {req.url} disallowed by robots.txt"
+                    )
+                else:
+                    await c.frontier.ack(lease, not_before=self.ctx.clock())
+                return
+            # a robots.txt fetched just now counts as a request to the host: keep the gap
+            # by handing the lease back to the frontier's schedule (no attempt counted)
+            last = self._host_last_end.get(host)
+            if last is not None:
+                ready_at = last + self.gap_s(crawl_delay)
+                if ready_at > self.ctx.clock():
+                    await c.frontier.retry(lease, not_before=ready_at, count_attempt=False)
+                    return
+        started = time.perf_counter()
+        try:
+            async with self._ip_slot(req.url):
+                resp = await policy.fetch(
+                    c.fetcher, req, host, functools.partial(self._pause, host, crawl_delay)
+                )
+        except FetchError as exc:
+            end = self.ctx.clock()
+            self._host_last_end[host] = end
+            d = retry_decision(None, exc.kind, attempts, p.retries, None, p.max_retry_after_s)
+            if d.retry:
+                await c.frontier.retry(
+                    lease, not_before=end + max(d.wait_s, self.gap_s(crawl_delay))
+                )
+                return
+            policy.fetch_failed(host, exc.kind, exc.detail)
+            await self.finish_error(
+                lease,
+                attempts,
+                exc.kind,
+                exc.detail,
+                not_before=end + self.gap_s(crawl_delay),
+                elapsed_s=time.perf_counter() - started,
+            )
+            return
+        end = self.ctx.clock()
+        self._host_last_end[host] = end
+        if c.warc is not None and not req.check_only:
+            c.warc.write_exchange(req.url, resp, ip=resp.peer_ip)
+        gap = self.gap_s(crawl_delay)
+        status = resp.status
+        detail: str | None = None
+        if status == 429 or status >= 500:
+            ra = parse_retry_after(resp.header("retry-after"), time.time())
+            d = retry_decision(status, None, attempts, p.retries, ra, p.max_retry_after_s)
+            if d.retry:
+                await c.frontier.retry(lease, not_before=end + max(d.wait_s, gap))
+                return
+            if ra is not None and ra > 0:
+                gap = max(gap, min(ra, p.max_retry_after_s))
+            detail = _no_retry_detail(status, d.reason, attempts, ra, p.max_retry_after_s)
+        if 300 <= status < 400 and resp.header("location") is not None:
+            await follow_redirect(self, lease, resp, attempts, end + gap)
+            return
+        if status in REDIRECT_STATUSES:
+            detail = NO_LOCATION
+        await self.finish_response(lease, resp, attempts, end + gap, detail=detail)
+
+    async def finish_redirect_stop(self, lease: Lease, attempts: int, detail: str | None) -> None:
+        """Record a redirect chain whose next hop may not be fetched (robots)."""
+        req = lease.request
+        last = req.redirects[-1]
+        rec = PageRecord(
+            url=req.requested_url,
+            final_url=last.url,
+            status=last.status,
+            depth=req.depth,
+            content_type=None,
+            bytes=0,
+            sha1=None,
+            fetched_at=iso_utc(time.time()),
+            elapsed_s=0.0,
+            attempts=attempts,
+            redirects=list(req.redirects[:-1]),
+            error=None,
+            error_detail=detail,
+        )
+        self.ctx.write_record(rec, host_key(req.requested_url))
+        await self.ctx.components.frontier.ack(lease, not_before=self.ctx.clock())
+
+    async def finish_error(
+        self,
+        lease: Lease,
+        attempts: int,
+        kind: str,
+        detail: str,
+        not_before: float,
+        *,
+        hops: tuple[Hop, ...] | None = None,
+        final: str | None = None,
+        elapsed_s: float = 0.0,
+    ) -> None:
+        """Record a final outcome without an HTTP response (``elapsed_s``: the failed
+        fetch's seconds; 0 when nothing was sent), ack the lease, call ``on_error``."""
+        req = lease.request
+        rec = PageRecord(
+            url=req.requested_url,
+            final_url=final or req.url,
+            status=None,
+            depth=req.depth,
+            content_type=None,
+            bytes=0,
+            sha1=None,
+            fetched_at=iso_utc(time.time()),
+            elapsed_s=elapsed_s,
+            attempts=attempts,
+            redirects=list(hops if hops is not None else req.redirects),
+            error=kind,
+            error_detail=detail,
+        )
+        self.ctx.write_record(rec, host_key(req.requested_url))
+        await self.ctx.components.frontier.ack(lease, not_before=not_before)
+        if self.ctx.hooks.on_error is not None:
+            await maybe_await(self.ctx.hooks.on_error(rec))
+
+    async def finish_response(
+        self,
+        lease: Lease,
+        resp: Response,
+        attempts: int,
+        not_before: float,
+        *,
+        extra_rows: Sequence[LinkRow] = (),
+        detail: str | None = None,
+    ) -> None:
+        """Record an HTTP response as the lease's final answer: an HTML body (not of a
+        ``check_only`` request, not a 3xx) is parsed and its links decided and queued; then
+        the rows (``extra_rows`` first) and the record are written, the lease acked
+        (``not_before``: the host's next slot, seconds) and ``on_page`` called."""
+        c = self.ctx.components
+        req = lease.request
+        page: Page | None = None
+        # links.tsv rows as their 7 fields (see format_rows): no LinkRow per link
+        rows: list[Sequence[Any]] = [r.fields() for r in extra_rows]
+        decisions: Counter[str] = Counter(r.decision for r in extra_rows)
+        if (
+            resp.body
+            and not req.check_only
+            and self.ctx.policy.parses_pages
+            and _is_html(resp)
+            and not (300 <= resp.status < 400)
+        ):
+            page = c.extract(
+                resp.body, req.url, resp.header("content-type"), _robots_header_values(resp)
+            )
+            new_rows, new_decisions = await self._decide_links(req, page)
+            rows.extend(new_rows)
+            decisions.update(new_decisions)
+        rec = PageRecord(
+            url=req.requested_url,
+            final_url=req.url,
+            status=resp.status,
+            depth=req.depth,
+            content_type=resp.content_type,
+            bytes=len(resp.body),
+            sha1=hashlib.sha1(resp.body).hexdigest(),
+            fetched_at=iso_utc(time.time()),
+            elapsed_s=resp.elapsed_s,
+            attempts=attempts,
+            redirects=list(req.redirects),
+            error=None,
+            error_detail=detail,
+        )
+        # no await between these writes: the page's rows and record land together
+        if c.anchors is not None and page is not None:
+            c.anchors.write(req.url, page.ids)
+        if rows:
+            c.links.write_text(format_rows(rows))
+            self.ctx.stats.count_decisions(decisions)
+        self.ctx.write_record(rec, host_key(req.requested_url))
+        await c.frontier.ack(
+            lease,
+            not_before=not_before,
+            status=resp.status,
+            etag=resp.header("etag"),
+            last_modified=resp.header("last-modified"),
+        )
+        if self.ctx.hooks.on_page is not None:
+            await maybe_await(self.ctx.hooks.on_page(rec, resp, page))
+
+    async def _decide_links(self, req: Request, page: Page) -> tuple[list[list[Any]], Counter[str]]:
+        """Decide every link of ``page`` (document order), queue the new ones; returns the
+        links.tsv rows (as their 7 fields, see :func:`format_rows`) and their decision
+        counts. Runs for every link: kept lean."""
+        c = self.ctx.components
+        decide = c.scope.decide
+        admit = self.ctx.traps.admit
+        # sharded: each queued URL's owner, found once (trap budgets are the owner's)
+        owner_of = self.ctx.peers.owner_of_url
+        me = self.ctx.peers.index
+        owners: list[int] | None = [] if owner_of is not None else None
+        owner = -1
+        policy = self.ctx.policy
+        check = policy.check_only_for if policy.rejudges_links else None
+        link_filter = self.ctx.hooks.link_filter
+        queued, seen_v = Decision.QUEUED, Decision.SEEN.value
+        child_depth = req.depth + 1
+        is_seed_page = req.depth == 0 and not req.redirects
+        fields: list[list[Any]] = []
+        pending: dict[str, int] = {}
+        to_add: list[Request] = []
+        source = req.url
+        page_nofollow = page.nofollow
+        for i, link in enumerate(page.links):
+            nofollow = link.nofollow or page_nofollow
+            decision, canon = decide(
+                link.url, depth=child_depth, nofollow=nofollow, index=i, is_seed_page=is_seed_page
+            )
+            check_only = False
+            if check is not None and canon is not None:
+                co = check(decision.value, canon, link.kind)
+                if co is not None:  # link checking: checked (check_only) or crawled
+                    decision, check_only = queued, co
+            fragment = ""
+            if link.url is not None:
+                target_nofrag, _, fragment = link.url.partition("#")  # split_fragment
+            else:
+                target_nofrag = link.raw
+            if decision is queued and link_filter is not None:
+                keep = link_filter(source, link)
+                if inspect.isawaitable(keep):
+                    keep = await keep
+                if not keep:
+                    decision = Decision.SCOPE
+            dec = decision.value
+            if decision is queued and canon is not None:
+                if canon in pending or canon == source:
+                    dec = seen_v
+                elif (owner_of is None or (owner := owner_of(canon)) == me) and (
+                    trap := admit(canon)
+                ) is not None:
+                    dec = trap.decision.value
+                else:
+                    pending[canon] = len(fields)
+                    to_add.append(
+                        Request(url=canon, depth=child_depth, referer=source, check_only=check_only)
+                    )
+                    if owners is not None:
+                        owners.append(owner)
+            target = canon if canon is not None else target_nofrag
+            fields.append([source, target, fragment, link.anchor, link.kind, nofollow, dec])
+        if to_add:
+            added = await self.ctx.add(to_add, owners=owners)
+            for canon, idx in pending.items():
+                if canon not in added:
+                    fields[idx][6] = seen_v
+        return fields, Counter([f[6] for f in fields])

@@ -1,0 +1,120 @@
+"""The offline WARC reader: framing kinds, damage read past with the right offsets."""
+
+from __future__ import annotations
+
+import gzip
+import io
+from pathlib import Path
+
+import pytest
+
+from skitter.offline.extract import ExtractOptions, extract_warcs
+from skitter.offline.payload import dechunk, looks_chunked
+from skitter.offline.reader import Damage, WarcReader
+from tests.offline.warcs import chunk, record, response
+
+pytestmark = pytest.mark.timeout(30)
+
+HTML = [("Content-Type", "text/html")]
+
+
+def _recs(n: int) -> list[bytes]:
+    return [
+        response(f"http://a.test/{i}", f'<a href="/{i + 1}">next</a>'.encode(), HTML)
+        for i in range(n)
+    ]
+
+
+def _read(data: bytes) -> tuple[list[str], list[Damage], list[int]]:
+    damage: list[Damage] = []
+    recs = list(WarcReader(io.BytesIO(data), damage.append))
+    return [r.target_uri for r in recs], damage, [r.offset for r in recs]
+
+
+def test_uncompressed_offsets_and_bad_header_resync() -> None:
+    recs = _recs(3)
+    bad = recs[1].replace(b"WARC/1.1", b"WARX/1.1", 1)
+    urls, damage, offsets = _read(recs[0] + bad + recs[2])
+    assert urls == ["http://a.test/0", "http://a.test/2"]
+    assert offsets == [0, len(recs[0]) + len(bad)]
+    assert damage == [Damage(len(recs[0]), damage[0].reason)]
+    assert "version line" in damage[0].reason
+
+
+def test_corrupt_deflate_member_skipped_to_next_member() -> None:
+    members = [gzip.compress(r) for r in _recs(3)]
+    broken = bytearray(members[1])
+    broken[12:40] = b"\xff" * 28  # deflate data garbled
+    data = members[0] + bytes(broken) + members[2]
+    urls, damage, offsets = _read(data)
+    assert urls == ["http://a.test/0", "http://a.test/2"]
+    assert offsets == [0, len(members[0]) + len(broken)]
+    assert [d.offset for d in damage] == [len(members[0])]
+
+
+def test_truncated_whole_file_gzip_ends_with_a_report() -> None:
+    data = gzip.compress(b"".join(_recs(50)))
+    urls, damage, _ = _read(data[: len(data) - 40])
+    assert 40 <= len(urls) < 50
+    assert len(damage) == 1 and damage[0].offset == 0 and "cut short" in damage[0].reason
+
+
+def test_trailing_garbage_reported_once() -> None:
+    members = [gzip.compress(r) for r in _recs(2)]
+    urls, damage, _ = _read(b"".join(members) + b"not gzip at all")
+    assert len(urls) == 2
+    assert [d.offset for d in damage] == [sum(map(len, members))]
+
+
+def test_kept_bytes_bounded_and_rest_counted() -> None:
+    big = response("http://a.test/big", b"x" * 100_000, HTML)
+    recs = list(WarcReader(io.BytesIO(gzip.compress(big)), lambda d: None, keep_bytes=1000))
+    assert len(recs[0].block) == 1000 and recs[0].dropped == recs[0].content_length - 1000
+
+
+def test_dechunk_only_when_chunked() -> None:
+    assert looks_chunked(chunk(b"hello world")) and not looks_chunked(b"<html>")
+    assert dechunk(chunk(b"hello world", 3)) == (b"hello world", True)
+    assert dechunk(b"5\r\nhel") == (b"hel", False)
+
+
+def test_several_files_two_processes(tmp_path: Path) -> None:
+    paths = []
+    for i in range(3):
+        p = tmp_path / f"{i}.warc.gz"
+        p.write_bytes(b"".join(gzip.compress(r) for r in _recs(5 + i)))
+        paths.append(str(p))
+    plain = tmp_path / "plain.warc"
+    plain.write_bytes(record("warcinfo", None, b"software: x\r\n") + _recs(1)[0])
+    paths.append(str(plain))
+    res = extract_warcs(paths, tmp_path / "out", ExtractOptions(jobs=2))
+    assert (res.files, res.pages, res.skipped) == (4, 5 + 6 + 7 + 1, [])
+    lines = (tmp_path / "out" / "links.tsv").read_text().splitlines()
+    assert len(lines) == 1 + res.links == 1 + 19
+    # file order is kept: the rows of 0.warc.gz come first
+    assert lines[1].startswith("http://a.test/0\thttp://a.test/1\t")
+
+
+def test_heritrix_dns_and_metadata_records_are_not_pages(tmp_path: Path) -> None:
+    warc = tmp_path / "heritrix.warc.gz"
+    recs = [
+        record("warcinfo", None, b"software: Heritrix/3.4\r\n", version="WARC/1.0"),
+        record(
+            "response",
+            "dns:a.test",
+            b"20240501120000\na.test.\t300\tIN\tA\t10.0.0.1\n",
+            version="WARC/1.0",
+            content_type="text/dns",
+        ),
+        response("http://a.test/", b'<a href="/x">x</a>', HTML, version="WARC/1.0"),
+        record(
+            "metadata",
+            "http://a.test/",
+            b"outlink: http://a.test/x L a/@href\r\n",
+            version="WARC/1.0",
+            content_type="application/warc-fields",
+        ),
+    ]
+    warc.write_bytes(b"".join(gzip.compress(r) for r in recs))
+    res = extract_warcs([str(warc)], tmp_path / "out", ExtractOptions())
+    assert (res.records, res.pages, res.links, res.skipped) == (4, 1, 1, [])
