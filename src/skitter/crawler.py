@@ -27,6 +27,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from skitter.context import CrawlContext, RobotsNotes
+from skitter.errors import FrontierError
 from skitter.events import CrawlHooks
 from skitter.lease_policy import LeasePolicy
 from skitter.models import Lease, Response
@@ -310,6 +311,8 @@ class Crawler:
             await worker.process(lease)
         except asyncio.CancelledError:
             raise
+        except FrontierError as e:  # e.g. a lease lost while frozen: its late ack refused
+            log.warning("%s", e)
         except Exception:
             # A bug must not kill the crawl: log it and leave the lease to expire (retried).
             log.exception("internal error while processing %s", lease.request.url)

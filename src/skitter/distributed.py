@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -61,6 +62,8 @@ __all__ = [
     "shared_robots_fetch",
     "take_pages",
 ]
+
+log = logging.getLogger("skitter")
 
 #: Crawl states an operator sets with ``skitter control``.
 STATES = ("running", "paused", "stopped")
@@ -453,7 +456,8 @@ def shared_robots_fetch(
     seconds), fetches, and stores the response under ``{CRAWL}:robots:URL`` for
     ``ttl_s`` seconds (``retry_s`` for a 5xx); the others wait for it (polling every
     ``poll_s`` seconds, at most ``lock_s``), then fetch themselves if it never came. A
-    failed fetch (:class:`FetchError`) is not shared: each worker sees its own.
+    failed fetch (:class:`FetchError`) is not shared: each worker sees its own. While Redis
+    is unreachable the worker fetches robots.txt itself (a line is logged).
 
     Returns:
         a function with the signature of ``fetch``; its responses carry ``body`` as
@@ -462,6 +466,13 @@ def shared_robots_fetch(
     """
 
     async def shared(url: str) -> Response:
+        try:
+            return await share(url)
+        except (rexc.RedisError, OSError) as e:  # Redis away: this worker fetches alone
+            log.warning("robots.txt of %s fetched without Redis (%s)", url, e)
+            return await fetch(url)
+
+    async def share(url: str) -> Response:
         key = crawl_key(crawl_id, f"robots:{url}")
         lock = crawl_key(crawl_id, f"robotslock:{url}")
         cached = await client.get(key)

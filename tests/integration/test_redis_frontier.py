@@ -293,3 +293,19 @@ async def test_robots_fetch_failure_is_not_shared(client: Any) -> None:
         await a("https://h.test/robots.txt")
     assert (await a("https://h.test/robots.txt")).status == 404
     assert len(calls) == 2
+
+
+async def test_ack_sent_again_after_a_lost_reply_is_not_stale(client: Any) -> None:
+    """Redis restarted after running an ack but before its reply: the client sends it again
+    (flag ``1``) and is told it was done, while a plain second ack is still refused."""
+    f = await RedisFrontier.open(client, cid(), shards=1, buckets=4)
+    await f.add([Request("https://a.test/1")])
+    lease = await f.lease(0)
+    assert lease is not None
+    await f.ack(lease, not_before=0)
+    tok = str(lease.token // 1024)
+    again = await f._script("ack", 0, [tok, lease.host, "0", "1"])
+    assert int(again[1]) == 2
+    with pytest.raises(FrontierError, match="stale"):
+        await f.ack(lease, not_before=0)
+    assert (await f.counts()).done == 1

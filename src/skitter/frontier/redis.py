@@ -293,13 +293,21 @@ class RedisFrontier:
             except rexc.RedisError as e:
                 raise FrontierError(f"Redis error: {e}") from e
 
-    async def _script(self, name: str, shard: int, args: Sequence[Any]) -> list[Any]:
-        """Run script ``name`` on ``shard`` with ARGV = the shard args + ``args``."""
+    async def _script(
+        self, name: str, shard: int, args: Sequence[Any], *, repeat_flag: bool = False
+    ) -> list[Any]:
+        """Run script ``name`` on ``shard`` with ARGV = the shard args + ``args`` (+ ``0``
+        on the first try, ``1`` on the next ones, with ``repeat_flag``)."""
         sp = self._prefixes[shard]
         script = self._scripts[name]
-        full = [sp, self._mode, repr(self._now()), self.host_concurrency, *args]
+        tries = 0
 
         async def run() -> list[Any]:
+            nonlocal tries
+            full = [sp, self._mode, repr(self._now()), self.host_concurrency, *args]
+            if repeat_flag:
+                full.append("1" if tries else "0")
+            tries += 1
             out: list[Any] = await script(keys=[sp + "n"], args=full)
             return out
 
@@ -437,8 +445,8 @@ class RedisFrontier:
         """
         self._check_open()
         s, tok = self._split_token(lease)
-        out = await self._script("ack", s, [tok, lease.host, repr(not_before)])
-        if int(out[1]) != 1:
+        out = await self._script("ack", s, [tok, lease.host, repr(not_before)], repeat_flag=True)
+        if int(out[1]) == 0:
             raise self._stale(lease)
 
     async def retry(self, lease: Lease, *, not_before: float, count_attempt: bool = True) -> None:
@@ -450,8 +458,8 @@ class RedisFrontier:
         self._check_open()
         s, tok = self._split_token(lease)
         args = [tok, lease.host, repr(not_before), "1" if count_attempt else "0"]
-        out = await self._script("retry", s, args)
-        if int(out[1]) != 1:
+        out = await self._script("retry", s, args, repeat_flag=True)
+        if int(out[1]) == 0:
             raise self._stale(lease)
 
     async def renew(self, lease: Lease, now: float) -> Lease:

@@ -55,8 +55,11 @@ class SharedCrawlFrontier:
         crawl_id: the crawl's key prefix.
         worker_id: this worker's id (:func:`skitter.distributed.heartbeat`).
         max_pages: crawl-wide budget of 2xx pages, or None.
-        poll_s: seconds between two background rounds (state, heartbeat).
+        poll_s: seconds between two background rounds (state, heartbeat, renewals).
         clock: the caller's clock (the one the crawl loop passes as ``now``).
+        max_hold_s: a lease held longer than this (seconds) is no longer renewed: its task
+            ended without settling it (an internal error), so it expires and goes to
+            another worker instead of being held for ever.
     """
 
     def __init__(
@@ -69,6 +72,7 @@ class SharedCrawlFrontier:
         max_pages: int | None = None,
         poll_s: float = 1.0,
         clock: Callable[[], float] = time.time,
+        max_hold_s: float = 3600.0,
     ) -> None:
         self.inner = inner
         self._r = client
@@ -80,6 +84,8 @@ class SharedCrawlFrontier:
         self.state = "running"
         self._budget_out = False
         self._held: dict[int, Lease] = {}
+        self._held_since: dict[int, float] = {}  # token -> time.monotonic() when leased
+        self.max_hold_s = max_hold_s
         self._task: asyncio.Task[None] | None = None
         self._last_renew = 0.0
         #: leases this worker lost (expired and handed out again) while it held them
@@ -129,10 +135,20 @@ class SharedCrawlFrontier:
     async def renew_held(self) -> None:
         """Renew every lease this worker holds; a lease already handed out again is
         dropped (counted in :attr:`lost`; its ack will be refused)."""
+        now = time.monotonic()
         for token, lease in list(self._held.items()):
+            if now - self._held_since.get(token, now) > self.max_hold_s:
+                # its task died without settling it (an internal error): let it expire
+                self._held.pop(token, None)
+                self._held_since.pop(token, None)
+                self.lost += 1
+                log.warning("lease of %s held too long: left to expire", lease.request.url)
+                await self._give_back()
+                continue
             try:
                 await self.inner.renew(lease, self._clock())
             except FrontierError:
+                self._held_since.pop(token, None)
                 if self._held.pop(token, None) is not None:
                     self.lost += 1
                     log.warning(
@@ -169,6 +185,7 @@ class SharedCrawlFrontier:
             await self._give_back()
             return None
         self._held[lease.token] = lease
+        self._held_since[lease.token] = time.monotonic()
         return lease
 
     async def _take(self) -> int:
@@ -190,6 +207,7 @@ class SharedCrawlFrontier:
             FrontierError: the lease was lost (its token is stale).
         """
         held = self._held.pop(lease.token, None)
+        self._held_since.pop(lease.token, None)
         await self.inner.ack(
             lease, not_before=not_before, status=status, etag=etag, last_modified=last_modified
         )
@@ -199,6 +217,7 @@ class SharedCrawlFrontier:
     async def retry(self, lease: Lease, *, not_before: float, count_attempt: bool = True) -> None:
         """See :meth:`RedisFrontier.retry`; the page reserved for the lease is given back."""
         held = self._held.pop(lease.token, None)
+        self._held_since.pop(lease.token, None)
         await self.inner.retry(lease, not_before=not_before, count_attempt=count_attempt)
         if held is not None:
             await self._give_back()
@@ -296,8 +315,17 @@ async def open_worker_frontier(
     except BaseException:
         await client.aclose()
         raise
+    f = settings.fetch
     frontier = SharedCrawlFrontier(
-        inner, client, crawl_id, worker_id=wid, max_pages=settings.max_pages, clock=time.time
+        inner,
+        client,
+        crawl_id,
+        worker_id=wid,
+        max_pages=settings.max_pages,
+        clock=time.time,
+        poll_s=min(1.0, settings.lease_ttl_s / 6),
+        # one lease covers robots.txt and a redirect chain, each hop at most timeout_s
+        max_hold_s=(f.max_redirects + 3) * f.timeout_s + settings.lease_ttl_s,
     )
     await frontier.start()
     return frontier

@@ -21,6 +21,8 @@ Keys of a shard (``sp`` = ``{CRAWL:s}:``):
 * ``lfp``     hash: KEY16 of a leased entry -> token
 * ``forced``  hash: KEY16 of a ``force=True`` entry -> 1 (pending or leased) or d (done)
 * ``seq``     counter of entries; ``tok`` the last token issued (microseconds, see below)
+* ``settled`` sorted set: the last 4096 tokens acked or retried (an ack or retry sent again
+              after its reply was lost -- Redis restarted -- answers "already done")
 
 Clock: ARGV[2] is ``c`` (times are the caller's: the contract suite's fake clock) or ``s``
 (the server's: ``skew = TIME - ARGV[3]``, the caller's clock reading when it sent the call,
@@ -136,6 +138,16 @@ local function find_pending(host, key)
   return nil
 end
 
+-- a call repeated (ARGV[#ARGV] == '1') after its reply was lost, for a token it settled
+local function settled(tok)
+  return ARGV[#ARGV] == '1' and redis.call('ZSCORE', sp .. 'settled', tok) ~= false
+end
+
+local function settle(tok)
+  redis.call('ZADD', sp .. 'settled', tok, tok)
+  redis.call('ZREMRANGEBYRANK', sp .. 'settled', 0, -4097)
+end
+
 -- a lease record checked against the caller's token and host, or nil
 local function get_rec(tok, host)
   local rec = redis.call('HGET', sp .. 'lease', tok)
@@ -237,14 +249,19 @@ return {fmt(skew), tok, host, member, fmt(exp - skew)}
 """
 )
 
-#: ARGV: sp-args(4), token_us, host, not_before. Returns {skew, ok(1|0)}.
+#: ARGV: sp-args(4), token_us, host, not_before, repeat(0|1: the call is sent again after
+#: a lost reply). Returns {skew, 1 done | 2 already done by the first try | 0 stale}.
 ACK = (
     _LIB
     + r"""
 local tok, host = ARGV[5], ARGV[6]
 local score, member = get_rec(tok, host)
-if not score then return {fmt(skew), 0} end
+if not score then
+  if settled(tok) then return {fmt(skew), 2} end
+  return {fmt(skew), 0}
+end
 release(tok, host, member)
+settle(tok)
 local key = string.sub(member, 1, 16)
 if redis.call('HEXISTS', sp .. 'forced', key) == 1 then
   redis.call('HSET', sp .. 'forced', key, 'd')
@@ -256,14 +273,19 @@ return {fmt(skew), 1}
 """
 )
 
-#: ARGV: sp-args(4), token_us, host, not_before, count_attempt(1|0). Returns {skew, ok}.
+#: ARGV: sp-args(4), token_us, host, not_before, count_attempt(1|0), repeat(0|1). Returns
+#: {skew, 1|2|0} as ACK.
 RETRY = (
     _LIB
     + r"""
 local tok, host = ARGV[5], ARGV[6]
 local score, member = get_rec(tok, host)
-if not score then return {fmt(skew), 0} end
+if not score then
+  if settled(tok) then return {fmt(skew), 2} end
+  return {fmt(skew), 0}
+end
 release(tok, host, member)
+settle(tok)
 if ARGV[8] == '1' then
   local bar = string.find(member, '|', 17, true)
   local att = tonumber(string.sub(member, 17, bar - 1)) + 1
