@@ -82,7 +82,7 @@ async def finish_all(procs: list[Any], timeout_s: float = 90.0) -> list[tuple[in
         for p, t in zip(procs, tasks, strict=True)
     ]
     if pending:
-        raise AssertionError("\n----\n".join(f"rc={rc} {err[-2500:]}" for rc, _, err in outs))
+        raise AssertionError("\n----\n".join(f"rc={rc} {err[-6000:]}" for rc, _, err in outs))
     return outs
 
 
@@ -92,12 +92,12 @@ def page_hits(site: Site) -> Counter[str]:
 
 async def start_crawl(site: Site, server: RedisServer, out: Path, *extra: str) -> Any:
     args = crawl_args(site, HOSTS, out, "--frontier", server.url, "--crawl-id", "e2e")
-    args += ["--concurrency", "2", "--lease-ttl", "3", "-v", *extra]
+    args += ["--concurrency", "2", "--lease-ttl", "3", *extra]
     return await start_cli(*args, *(site.url(h, "/") for h in HOSTS))
 
 
 async def start_worker(server: RedisServer, out: Path, *extra: str) -> Any:
-    args = ["worker", server.url, "--out", str(out), "--crawl-id", "e2e", "-v", *extra]
+    args = ["worker", server.url, "--out", str(out), "--crawl-id", "e2e", *extra]
     return await start_cli(*args)
 
 

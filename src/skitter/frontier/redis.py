@@ -277,6 +277,10 @@ class RedisFrontier:
             except rexc.AuthenticationError as e:
                 raise FrontierError(f"Redis refused the password: {e}") from e
             except RETRYABLE as e:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    # redis-py may turn a cancellation into a connection error: keep it one
+                    raise asyncio.CancelledError from e
                 t = time.monotonic()
                 if deadline is None:
                     deadline = t + self.redis_wait_s

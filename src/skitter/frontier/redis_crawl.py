@@ -87,6 +87,7 @@ class SharedCrawlFrontier:
         self._held_since: dict[int, float] = {}  # token -> time.monotonic() when leased
         self.max_hold_s = max_hold_s
         self._task: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
         self._last_renew = 0.0
         #: leases this worker lost (expired and handed out again) while it held them
         self.lost = 0
@@ -108,8 +109,11 @@ class SharedCrawlFrontier:
             self._task = asyncio.create_task(self._background())
 
     async def _background(self) -> None:
-        while True:
-            await asyncio.sleep(self.poll_s)
+        while not self._stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), self.poll_s)
+            if self._stop.is_set():
+                return
             try:
                 await self.refresh()
             except FrontierError as e:  # Redis gone past --redis-wait: the loop finds out
@@ -260,9 +264,12 @@ class SharedCrawlFrontier:
     async def aclose(self) -> None:
         """Stop the background task, leave the worker list, close the frontier."""
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            # ask the task to end; cancel it only if it is inside a Redis call that lasts
+            self._stop.set()
+            await asyncio.wait({self._task}, timeout=self.poll_s + 1)
+            if not self._task.done():
+                self._task.cancel()
+                await asyncio.wait({self._task}, timeout=5)
             self._task = None
         with contextlib.suppress(Exception):
             await self._r.zrem(dist.crawl_key(self.crawl_id, "workers"), str(self.worker_id))
