@@ -17,7 +17,7 @@ import subprocess
 import time
 from pathlib import Path
 
-__all__ = ["RedisServer", "free_port", "redis_server_binary"]
+__all__ = ["RedisCluster3", "RedisServer", "free_port", "redis_server_binary"]
 
 
 def redis_server_binary() -> str | None:
@@ -159,3 +159,66 @@ class RedisServer:
             self.proc.kill()
             self.proc.wait()
         self.proc = None
+
+
+class RedisCluster3:
+    """Three ``redis-server`` masters on loopback forming one Redis Cluster (no replicas;
+    ``cluster-announce-ip 127.0.0.1``, so no client ever leaves loopback)."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.servers = [
+            RedisServer(
+                workdir / f"n{i}",
+                extra=[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-announce-ip",
+                    "127.0.0.1",
+                ],
+            )
+            for i in range(3)
+        ]
+
+    @property
+    def url(self) -> str:
+        """``redis+cluster://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3``."""
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{s.port}" for s in self.servers)
+
+    def start(self) -> None:
+        """Start the nodes, assign the 16384 slots, wait until the cluster state is ok.
+
+        Raises:
+            RuntimeError: the cluster did not form.
+        """
+        for s in self.servers:
+            s.start()
+        cli = shutil.which("redis-cli") or "/usr/bin/redis-cli"
+        nodes = [f"127.0.0.1:{s.port}" for s in self.servers]
+        subprocess.run(
+            [cli, "--cluster", "create", *nodes, "--cluster-replicas", "0", "--cluster-yes"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=60,
+        )
+        for _ in range(500):  # bounded: 500 x 20 ms
+            states = [
+                subprocess.run(
+                    [cli, "-p", str(s.port), "cluster", "info"],
+                    capture_output=True,
+                    text=True,
+                    timeout=10,
+                ).stdout
+                for s in self.servers
+            ]
+            if all("cluster_state:ok" in st for st in states):
+                return
+            time.sleep(0.02)
+        raise RuntimeError("the Redis Cluster did not reach cluster_state:ok")
+
+    def stop(self) -> None:
+        """Stop every node."""
+        for s in self.servers:
+            s.stop()

@@ -89,9 +89,9 @@ def crawl_key(crawl_id: str, name: str) -> str:
 
 def _where(url: str) -> str:
     """The URL without its password, for messages."""
-    parts = urlsplit(url)
-    host = parts.hostname or "?"
-    return f"{parts.scheme}://{host}{':' + str(parts.port) if parts.port else ''}{parts.path}"
+    scheme, _, rest = url.partition("://")
+    netloc, _, path = rest.partition("/")
+    return f"{scheme}://{netloc.rpartition('@')[2]}{'/' + path if path else ''}"
 
 
 def _client(url: str) -> Any:
@@ -152,8 +152,12 @@ async def connect(url: str, *, warn: Callable[[str], None] | None = None) -> Any
         if isinstance(client, RedisCluster):
             await client.initialize()
         await client.ping()
-        info = await client.info("memory")
-        persistence = await client.info("persistence")
+        if isinstance(client, RedisCluster):  # every primary answers: {node: info}
+            info = await client.info("memory", target_nodes=RedisCluster.PRIMARIES)
+            persistence = await client.info("persistence", target_nodes=RedisCluster.PRIMARIES)
+        else:
+            info = await client.info("memory")
+            persistence = await client.info("persistence")
     except rexc.AuthenticationError:
         await client.aclose()
         raise ConfigError(f"Redis at {where} refused the password") from None

@@ -28,7 +28,7 @@ from tests.integration.test_processes import (
     wait_for,
     with_group_killed,
 )
-from tests.redis_server import RedisServer
+from tests.redis_server import RedisCluster3, RedisServer
 
 pytestmark = pytest.mark.slow
 
@@ -200,3 +200,27 @@ async def test_bad_redis_url_and_password_exit_2(tmp_path: Path) -> None:
         assert rc == 2 and "no crawl 'skitter'" in err
     finally:
         server.stop()
+
+
+async def test_three_master_cluster_runs_the_same_crawl(site: Site, tmp_path: Path) -> None:
+    cluster = RedisCluster3(tmp_path / "cluster")
+    cluster.start()
+    try:
+        build_site(site, delay_s=0.01)
+        outs = [tmp_path / f"w{k}" for k in range(3)]
+        args = crawl_args(site, HOSTS, outs[0], "--frontier", cluster.url, "--crawl-id", "e2e")
+        args += ["--concurrency", "2", "--lease-ttl", "3"]
+        first = await start_cli(*args, *(site.url(h, "/") for h in HOSTS))
+        await wait_for(lambda: (outs[0] / "worker.json").exists(), first)
+        workers = [
+            await start_cli("worker", cluster.url, "--out", str(o), "--crawl-id", "e2e")
+            for o in outs[1:]
+        ]
+        for rc, _, err in await finish_all([first, *workers]):
+            assert rc == 0, err
+        urls = [r["url"] for o in outs for r in records(o)]
+        assert sorted(urls) == sorted(expected(site))  # each once
+        assert max(site.max_inflight.values()) == 1
+        assert all(records(o) for o in outs)
+    finally:
+        cluster.stop()
