@@ -224,3 +224,50 @@ async def test_three_master_cluster_runs_the_same_crawl(site: Site, tmp_path: Pa
         assert all(records(o) for o in outs)
     finally:
         cluster.stop()
+
+
+async def test_frozen_worker_late_acks_refused(
+    site: Site, tmp_path: Path, redis_server_own: RedisServer
+) -> None:
+    """Worker A is frozen (SIGSTOP) holding two leases; they expire and worker B fetches
+    those URLs and the rest; A, resumed, gets its answers late: both acks are refused by
+    the fencing token, and A exits 0 like B."""
+    gate = asyncio.Event()
+    held: list[str] = []
+
+    def gated(handler: Any) -> Any:
+        async def h(request: Any) -> Any:
+            if len(held) < 2:  # A's two first requests wait for the gate
+                held.append(request.host.rsplit(":", 1)[0])
+                await asyncio.wait_for(gate.wait(), 60)
+            return await handler(request)
+
+        return h
+
+    for i, h in enumerate(HOSTS):
+        site.route(h, "/", gated(slow_page(page_body("/p/0", "/p/1"), 0.0)))
+        for j in range(3):
+            nxt = site.url(HOSTS[(i + 1) % len(HOSTS)], f"/p/{j}")
+            site.route(h, f"/p/{j}", slow_page(page_body(f"/p/{(j + 1) % 3}", nxt), 0.0))
+    a_out, b_out = tmp_path / "a", tmp_path / "b"
+    a = await start_crawl(site, redis_server_own, a_out)
+    await wait_for(lambda: len(held) == 2, a)
+    a.send_signal(signal.SIGSTOP)  # frozen with two leases (--concurrency 2, --lease-ttl 3)
+    try:
+        b = await start_worker(redis_server_own, b_out)
+        [(rc_b, _, err_b)] = await finish_all([b])
+        assert rc_b == 0, err_b
+    finally:
+        a.send_signal(signal.SIGCONT)
+    gate.set()
+    [(rc_a, _, err_a)] = await finish_all([a])
+    assert rc_a == 0, err_a
+    assert err_a.count("stale or unknown lease token") == 2, err_a
+    want = {site.url(h, p) for h in HOSTS for p in ("/", "/p/0", "/p/1", "/p/2")}
+    b_urls = [r["url"] for r in records(b_out)]
+    assert sorted(b_urls) == sorted(want)  # B did everything, A's two included, once
+    a_urls = {r["url"] for r in records(a_out)}
+    assert a_urls == {site.url(h, "/") for h in held}  # A's late pages (its acks refused)
+    hits = page_hits(site)
+    assert {u for u, n in hits.items() if n == 2} == a_urls
+    assert max(hits.values()) == 2
