@@ -271,3 +271,18 @@ async def test_frozen_worker_late_acks_refused(
     hits = page_hits(site)
     assert {u for u, n in hits.items() if n == 2} == a_urls
     assert max(hits.values()) == 2
+
+
+async def test_max_pages_is_one_budget_for_every_worker(
+    site: Site, tmp_path: Path, redis_server_own: RedisServer
+) -> None:
+    build_site(site, delay_s=0.01)
+    outs = [tmp_path / f"w{k}" for k in range(3)]
+    first = await start_crawl(site, redis_server_own, outs[0], "--max-pages", "20")
+    await wait_for(lambda: (outs[0] / "worker.json").exists(), first)
+    workers = [await start_worker(redis_server_own, o) for o in outs[1:]]
+    for rc, _, err in await finish_all([first, *workers]):
+        assert rc == 0, err
+    recs = [r for o in outs for r in records(o)]
+    assert [r["status"] for r in recs] == [200] * 20
+    assert len({r["url"] for r in recs}) == 20
