@@ -10,6 +10,7 @@ Fault helpers: :meth:`RedisServer.kill9` (SIGKILL, no shutdown save) and
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -34,6 +35,25 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+def free_cluster_port() -> int:
+    """A port P <= 55535 with P and its cluster bus port P + 10000 free on 127.0.0.1.
+
+    Raises:
+        RuntimeError: none found in 200 tries.
+    """
+    rnd = random.Random()
+    for _ in range(200):
+        port = rnd.randrange(20000, 55536)
+        try:
+            with socket.socket() as a, socket.socket() as b:
+                a.bind(("127.0.0.1", port))
+                b.bind(("127.0.0.1", port + 10000))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError("no free port pair for a Redis Cluster node")
 
 
 def _ping(port: int, password: str | None) -> bool:
@@ -116,7 +136,8 @@ class RedisServer:
         assert self.proc is None, "already running"
         for _ in range(attempts):
             if not self.port:
-                self.port = free_port()
+                cluster = "--cluster-enabled" in self.extra
+                self.port = free_cluster_port() if cluster else free_port()
             self.proc = subprocess.Popen(
                 self._args(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
             )

@@ -19,6 +19,7 @@ from skitter.lease_policy import FetchPolicy, LeasePolicy
 from skitter.links import extract
 from skitter.models import Page, Response
 from skitter.offline.cdxj import CrawlIndexer, index_missing
+from skitter.peers import Alone, Peers
 from skitter.robots import product_token
 from skitter.robots_cache import RobotsCache
 from skitter.rules import ScopeRule
@@ -33,7 +34,7 @@ from skitter.state import (
 )
 from skitter.urls import canonicalize
 
-__all__ = ["Components", "build_components", "lease_policy"]
+__all__ = ["Components", "build_components", "default_peers", "lease_policy"]
 
 log = logging.getLogger("skitter")
 
@@ -97,6 +98,16 @@ class Components:
                     self.anchors.close()
                 if self.warc is not None:
                     self.warc.close()
+
+
+def default_peers(settings: CrawlSettings) -> Peers:
+    """The peers of a crawl alone: none (:class:`skitter.peers.Alone`), or the other workers
+    of a Redis crawl (:class:`skitter.redis_peers.RedisPeers`: shared IP slots)."""
+    if is_redis_url(settings.frontier):
+        from skitter.redis_peers import RedisPeers
+
+        return RedisPeers()
+    return Alone()
 
 
 def lease_policy(settings: CrawlSettings, clock: Callable[[], float]) -> LeasePolicy:

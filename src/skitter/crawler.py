@@ -31,7 +31,7 @@ from skitter.errors import FrontierError
 from skitter.events import CrawlHooks
 from skitter.lease_policy import LeasePolicy
 from skitter.models import Lease, Response
-from skitter.peers import Alone, Peers
+from skitter.peers import Peers
 from skitter.recovery import reconcile
 from skitter.reporting import build_report, write_report
 from skitter.settings import CrawlSettings
@@ -68,7 +68,8 @@ class Crawler:
         hooks: callbacks (:class:`skitter.events.CrawlHooks`).
         clock: seconds (epoch) for politeness schedules.
         peers: the other processes of the crawl (default: none,
-            :class:`skitter.peers.Alone`; ``--processes``:
+            :class:`skitter.peers.Alone`, or the other workers of a Redis crawl;
+            ``--processes``:
             :class:`skitter.shard_peers.ShardPeers`).
         policy: the mode's lease policy (default: :func:`skitter.build.lease_policy` of
             ``settings``; link checking: :class:`skitter.checklinks.CheckPolicy`).
@@ -86,10 +87,10 @@ class Crawler:
         peers: Peers | None = None,
         policy: LeasePolicy | None = None,
     ) -> None:
-        from skitter.build import lease_policy
+        from skitter.build import default_peers, lease_policy
 
         self.settings = settings
-        self.peers: Peers = peers if peers is not None else Alone()
+        self.peers: Peers = peers if peers is not None else default_peers(settings)
         self.hooks = hooks or CrawlHooks()
         self.clock = clock
         self.out_dir = Path(settings.out_dir)

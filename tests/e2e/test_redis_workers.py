@@ -92,7 +92,7 @@ def page_hits(site: Site) -> Counter[str]:
 
 async def start_crawl(site: Site, server: RedisServer, out: Path, *extra: str) -> Any:
     args = crawl_args(site, HOSTS, out, "--frontier", server.url, "--crawl-id", "e2e")
-    args += ["--concurrency", "2", "--lease-ttl", "3", *extra]
+    args += ["--concurrency", "2", "--ip-concurrency", "6", "--lease-ttl", "3", *extra]
     return await start_cli(*args, *(site.url(h, "/") for h in HOSTS))
 
 
@@ -209,7 +209,7 @@ async def test_three_master_cluster_runs_the_same_crawl(site: Site, tmp_path: Pa
         build_site(site, delay_s=0.01)
         outs = [tmp_path / f"w{k}" for k in range(3)]
         args = crawl_args(site, HOSTS, outs[0], "--frontier", cluster.url, "--crawl-id", "e2e")
-        args += ["--concurrency", "2", "--lease-ttl", "3"]
+        args += ["--concurrency", "2", "--ip-concurrency", "6", "--lease-ttl", "3"]
         first = await start_cli(*args, *(site.url(h, "/") for h in HOSTS))
         await wait_for(lambda: (outs[0] / "worker.json").exists(), first)
         workers = [
@@ -286,3 +286,35 @@ async def test_max_pages_is_one_budget_for_every_worker(
     recs = [r for o in outs for r in records(o)]
     assert [r["status"] for r in recs] == [200] * 20
     assert len({r["url"] for r in recs}) == 20
+
+
+def max_overlap(site: Site) -> int:
+    """Most requests the server had in progress at once (every host is on 127.0.0.1)."""
+    events = sorted([(h.start, 1) for h in site.hits] + [(h.end, -1) for h in site.hits])
+    now = top = 0
+    for _, step in events:
+        now += step
+        top = max(top, now)
+    return top
+
+
+async def test_ip_concurrency_holds_across_workers(
+    site: Site, tmp_path: Path, redis_server_own: RedisServer
+) -> None:
+    """Three workers of two requests each, every host on one address, --ip-concurrency 3:
+    never more than three requests at the server at once."""
+    for i, h in enumerate(HOSTS):
+        nxt = site.url(HOSTS[(i + 1) % len(HOSTS)], "/p/0")
+        site.route(h, "/", slow_page(page_body("/p/0", nxt), 0.05))
+        for j in range(4):
+            site.route(h, f"/p/{j}", slow_page(page_body(f"/p/{(j + 1) % 4}"), 0.05))
+    outs = [tmp_path / f"w{k}" for k in range(3)]
+    first = await start_crawl(site, redis_server_own, outs[0], "--ip-concurrency", "3")
+    await wait_for(lambda: (outs[0] / "worker.json").exists(), first)
+    workers = [await start_worker(redis_server_own, o) for o in outs[1:]]
+    for rc, _, err in await finish_all([first, *workers]):
+        assert rc == 0, err
+    urls = [r["url"] for o in outs for r in records(o)]
+    want = {site.url(h, p) for h in HOSTS for p in ("/", "/p/0", "/p/1", "/p/2", "/p/3")}
+    assert sorted(urls) == sorted(want)
+    assert max_overlap(site) <= 3
