@@ -10,6 +10,9 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
+	# pywb's CDXJ index reader for the tests (six, python-dateutil, werkzeug, redis in dev);
+	# not its whole dependency set, whose brotlipy replaces Brotli's module
+	$(BIN)/pip install -q --no-deps 'pywb==2.10.0'
 	touch $(STAMP)
 
 install: $(STAMP)

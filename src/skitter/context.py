@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from skitter.checklinks.verdicts import record_verdict
 from skitter.events import CrawlHooks
+from skitter.frontier.routing import add_routed
 from skitter.lease_policy import LeasePolicy
 from skitter.peers import Meta, Peers
 from skitter.settings import CrawlSettings
@@ -85,8 +86,11 @@ class CrawlContext:
         meta: Meta | None = None,
         owners: Sequence[int] | None = None,
     ) -> frozenset[str]:
-        """Queue ``reqs`` through the peers (:meth:`skitter.peers.Peers.add`); returns the
-        URLs queued."""
-        return await self.peers.add(
+        """Queue ``reqs`` in the frontier (a routing frontier hands other processes' hosts
+        to them, with ``meta``; ``owners``: each request's owner if known,
+        :func:`skitter.frontier.routing.add_routed`); returns the URLs queued (new to the
+        frontier, or handed off)."""
+        res = await add_routed(
             self.components.frontier, reqs, force=force, meta=meta, owners=owners
         )
+        return res.added_urls

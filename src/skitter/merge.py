@@ -1,5 +1,6 @@
-"""Merging the journals of a sharded crawl: the shards' pages.jsonl and links.tsv copied
-into the crawl folder's own as the crawl goes, and their report.json sections summed.
+"""Merging crawl journals: the shards of a running ``--processes`` crawl into its folder
+(:class:`Merger`), and any crawl folders into one (:func:`merge_folders`, ``skitter merge``).
+Both merge the report sections with :func:`merge_sections`.
 
 The coordinator of ``--processes`` (:mod:`skitter.processes`) copies each shard's journal up
 to the offset of its last checkpoint (bytes that a resume never cuts); ``OUT/merge.json``
@@ -11,14 +12,20 @@ nothing twice, nothing lost.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from skitter import __version__
-from skitter.errors import StateError
-from skitter.export.base import AppendFile
+from skitter.checklinks.verdicts import record_verdict
+from skitter.errors import ConfigError, StateError
+from skitter.export.base import AppendFile, fsync_dir
 from skitter.export.links import HEADER as LINKS_HEADER
+from skitter.export.links import unescape
 from skitter.settings import CrawlSettings
 from skitter.sharding import shard_dir
 from skitter.state import (
@@ -26,12 +33,24 @@ from skitter.state import (
     LINKS_FILE,
     PAGES_FILE,
     REPORT_FILE,
+    STATE_FILE,
     atomic_write_json,
     read_json,
 )
 from skitter.stats import Stats
+from skitter.urls import host_key
 
-__all__ = ["MERGE_FILE", "Merger", "merged_report", "merged_stats"]
+__all__ = [
+    "MERGED_FILE",
+    "MERGE_FILE",
+    "MergeSummary",
+    "Merger",
+    "merge_folders",
+    "merge_sections",
+    "merged_report",
+    "merged_stats",
+    "whole_lines_end",
+]
 
 MERGE_FILE = "merge.json"
 COPY_CHUNK_BYTES = 1024 * 1024
@@ -154,27 +173,42 @@ def merged_stats(out_dir: Path, count: int) -> Stats:
     return total
 
 
+def merge_sections(
+    reports: Sequence[dict[str, Any]],
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The robots and traps sections of several report.json files merged: robots per origin
+    united (a later report's entry for an origin replaces an earlier one), trap counts summed
+    with their first 100 URLs. Used by the coordinator and by :func:`merge_folders`."""
+    robots: dict[str, Any] = {}
+    traps: dict[str, dict[str, Any]] = {}
+    for rep in reports:
+        robots.update(rep.get("robots") or {})
+        for defence, t in (rep.get("traps") or {}).items():
+            m = traps.setdefault(defence, {"limit": t.get("limit"), "count": 0, "urls": []})
+            m["count"] += int(t.get("count") or 0)
+            m["urls"] = (m["urls"] + list(t.get("urls") or []))[:100]
+    return dict(sorted(robots.items())), traps
+
+
+def _read_report(path: Path) -> dict[str, Any] | None:
+    """A report.json, or None if it is missing or being replaced right now."""
+    if not path.exists():
+        return None
+    try:
+        rep = read_json(path)
+    except StateError:
+        return None
+    return rep if isinstance(rep, dict) else None
+
+
 def merged_report(
     out_dir: Path, settings: CrawlSettings, stop_reason: str, finished: bool
 ) -> dict[str, Any]:
     """report.json of a sharded crawl: the shards' reports merged (totals summed, robots
     per origin united, trap counts summed with their first 100 URLs)."""
     stats = merged_stats(out_dir, settings.processes)
-    robots: dict[str, Any] = {}
-    traps: dict[str, dict[str, Any]] = {}
-    for k in range(settings.processes):
-        path = shard_dir(out_dir, k) / REPORT_FILE
-        if not path.exists():
-            continue
-        try:
-            rep = read_json(path)
-        except StateError:
-            continue
-        robots.update(rep.get("robots") or {})
-        for defence, t in (rep.get("traps") or {}).items():
-            m = traps.setdefault(defence, {"limit": t.get("limit"), "count": 0, "urls": []})
-            m["count"] += int(t.get("count") or 0)
-            m["urls"] = (m["urls"] + list(t.get("urls") or []))[:100]
+    reports = [_read_report(shard_dir(out_dir, k) / REPORT_FILE) for k in range(settings.processes)]
+    robots, traps = merge_sections([r for r in reports if r is not None])
     return {
         "skitter": __version__,
         "out_dir": str(out_dir),
@@ -182,7 +216,300 @@ def merged_report(
         "stop_reason": stop_reason,
         "processes": settings.processes,
         "totals": stats.snapshot(0.0).to_dict(),
-        "robots": dict(sorted(robots.items())),
+        "robots": robots,
         "traps": traps,
         "seeds": list(settings.seeds),
     }
+
+
+# ---------------------------------------------------------------------------------------
+# skitter merge DIR... --out MERGED: several crawl folders joined, one record per URL
+# ---------------------------------------------------------------------------------------
+
+#: The last file a merge writes into MERGED: its presence says the merge is complete.
+MERGED_FILE = "merged.json"
+_OUTPUTS = (PAGES_FILE, LINKS_FILE, REPORT_FILE, MERGED_FILE)
+
+
+@dataclass(frozen=True, slots=True)
+class MergeSummary:
+    """What :func:`merge_folders` did.
+
+    Attributes:
+        folders: the input folders, in command-line order.
+        records: pages.jsonl records written (one per URL).
+        superseded: records dropped because a later attempt at the same URL won.
+        links: links.tsv rows written (header not counted).
+        torn: input journals that ended in a partial line (a kill mid-write), not read.
+    """
+
+    folders: tuple[Path, ...]
+    records: int
+    superseded: int
+    links: int
+    torn: int
+
+
+def whole_lines_end(path: Path) -> int:
+    """The length in bytes of ``path`` up to and including its last newline (0 if the file
+    is missing or has none): what a reader may use of a journal being written, or cut by a
+    kill mid-line.
+
+    Raises:
+        OSError: the file exists but cannot be read.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return 0
+    try:
+        end = os.fstat(fd).st_size
+        while end > 0:
+            start = max(0, end - COPY_CHUNK_BYTES)
+            block = os.pread(fd, end - start, start)
+            i = block.rfind(b"\n")
+            if i >= 0:
+                return start + i + 1
+            end = start
+        return 0
+    finally:
+        os.close(fd)
+
+
+def _lines(path: Path, end: int) -> Iterator[tuple[int, bytes]]:
+    """``(offset, line)`` for each whole line of ``path`` before byte ``end``."""
+    if end <= 0:
+        return
+    with open(path, "rb") as fh:
+        pos = 0
+        for line in fh:
+            if pos + len(line) > end:
+                return
+            yield pos, line
+            pos += len(line)
+
+
+def _check_inputs(inputs: Sequence[Path], out: Path) -> list[Path]:
+    """Resolved input folders; ConfigError (one line) for bad input or a bad MERGED."""
+    if not inputs:
+        raise ConfigError("no crawl folder to merge")
+    folders: list[Path] = []
+    out_r = out.resolve()
+    for d in inputs:
+        if not d.exists():
+            raise ConfigError(f"no such folder: {d}")
+        if not d.is_dir():
+            raise ConfigError(f"not a folder: {d}")
+        if not (d / PAGES_FILE).exists() and not (d / STATE_FILE).exists():
+            raise ConfigError(f"not a crawl folder (no {PAGES_FILE} or {STATE_FILE}): {d}")
+        r = d.resolve()
+        if r in folders:
+            raise ConfigError(f"folder given twice: {d}")
+        if out_r == r or r in out_r.parents:
+            raise ConfigError(f"the merged folder {out} is inside the input folder {d}")
+        if out_r in r.parents:
+            raise ConfigError(f"the input folder {d} is inside the merged folder {out}")
+        folders.append(r)
+    if out.exists():
+        if not out.is_dir():
+            raise ConfigError(f"--out {out} exists and is not a folder")
+        extra = sorted(
+            p.name for p in out.iterdir() if p.name not in _OUTPUTS and p.suffix != ".tmp"
+        )
+        if extra:
+            raise ConfigError(
+                f"--out {out} exists and is not the output of a merge (it holds {extra[0]})"
+            )
+    return folders
+
+
+def _folder_robots_disallowed(folder: Path, report: dict[str, Any] | None) -> tuple[int, float]:
+    """(URLs not fetched because of robots.txt, crawling seconds) of one folder: from its
+    checkpoint (the counters a resume would restart from), else its report.json."""
+    cp_path = folder / CHECKPOINT_FILE
+    if cp_path.exists():
+        with contextlib.suppress(StateError):
+            st = Stats.from_state(read_json(cp_path).get("stats") or {})
+            return st.robots_disallowed, st.elapsed_before_s
+    totals = (report or {}).get("totals") or {}
+    return int(totals.get("robots_disallowed") or 0), float(totals.get("elapsed_s") or 0.0)
+
+
+def _source_of(line: bytes) -> str:
+    """The source URL (first field) of a links.tsv row."""
+    field_ = line.split(b"\t", 1)[0].decode("utf-8", "surrogateescape")
+    return unescape(field_) if "\\" in field_ else field_
+
+
+def merge_folders(inputs: Sequence[Path], out: Path) -> MergeSummary:
+    """Join the journals of several crawl folders into ``out``'s pages.jsonl, links.tsv and
+    report.json (``skitter merge``).
+
+    * Each folder is read up to the last whole line of each journal (a line cut by a kill is
+      left out, as a resume would cut it); the folders are not modified.
+    * One record per URL (pages.jsonl ``url``): the latest attempt wins, by ``fetched_at``;
+      ties go to the folder given later, then to the later line of its file. Records are
+      copied byte for byte, in folder order then file order.
+    * links.tsv: the rows of a page come from the folder holding the latest record whose
+      ``final_url`` is that page; rows of a page with no record (a kill between them and the
+      record) are left out.
+    * report.json: totals recounted from the merged records and rows (``robots_disallowed``,
+      which has no record, summed over the folders; ``elapsed_s`` the longest); robots per
+      origin united, trap counts summed (:func:`merge_sections`).
+
+    Crash-safe: ``out/merged.json`` is removed first and written last; each file is written
+    to a temporary name, fsynced and renamed, so after a kill every file in ``out`` is whole
+    and a merge without merged.json is simply run again.
+
+    Raises:
+        ConfigError: a folder is missing, is not a crawl folder, is given twice, or ``out``
+            is inside an input (or the reverse), or ``out`` holds other files.
+        OSError: a file cannot be read or written.
+    """
+    folders = _check_inputs(inputs, out)
+    out.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(out / MERGED_FILE)
+    fsync_dir(out)
+    # pass 1: who wins (per URL, per final URL for the link rows)
+    ends: list[tuple[int, int]] = []
+    torn = 0
+    win: dict[str, tuple[str, int, int]] = {}
+    page_of: dict[str, tuple[str, int, int]] = {}
+    seen_records = 0
+    for i, folder in enumerate(folders):
+        pages, links = folder / PAGES_FILE, folder / LINKS_FILE
+        pend, lend = whole_lines_end(pages), whole_lines_end(links)
+        for path, end in ((pages, pend), (links, lend)):
+            if path.exists() and path.stat().st_size > end:
+                torn += 1
+        ends.append((pend, lend))
+        for off, line in _lines(pages, pend):
+            try:
+                rec = json.loads(line)
+                url, final = rec["url"], rec.get("final_url") or rec["url"]
+            except (ValueError, KeyError, TypeError):
+                continue
+            seen_records += 1
+            rank = (str(rec.get("fetched_at") or ""), i, off)
+            if url not in win or rank > win[url]:
+                win[url] = rank
+            if final not in page_of or rank > page_of[final]:
+                page_of[final] = rank
+    # pass 2: copy the winners and count them
+    stats = Stats()
+    records = nlinks = 0
+    reports = [_read_report(f / REPORT_FILE) for f in folders]
+    with _TempFile(out / PAGES_FILE) as pf:
+        for i, folder in enumerate(folders):
+            for off, line in _lines(folder / PAGES_FILE, ends[i][0]):
+                try:
+                    rec = json.loads(line)
+                    url = rec["url"]
+                except (ValueError, KeyError, TypeError):
+                    continue
+                w = win.get(url)
+                if w is None or w[1] != i or w[2] != off:
+                    continue
+                pf.write(line)
+                records += 1
+                hops = rec.get("redirects") or ()
+                stats.count_record(
+                    host_key(url),
+                    int(rec.get("depth") or 0),
+                    rec.get("status"),
+                    rec.get("error"),
+                    int(rec.get("bytes") or 0),
+                    record_verdict(
+                        rec.get("status"),
+                        rec.get("error"),
+                        rec.get("error_detail"),
+                        hops[0]["status"] if hops else None,
+                    ),
+                )
+    decisions: Counter[str] = Counter()
+    with _TempFile(out / LINKS_FILE) as lf:
+        lf.write(_LINKS_HEADER_BYTES)
+        for i, folder in enumerate(folders):
+            for off, line in _lines(folder / LINKS_FILE, ends[i][1]):
+                if off == 0 and line == _LINKS_HEADER_BYTES:
+                    continue
+                owner = page_of.get(_source_of(line))
+                if owner is None or owner[1] != i:
+                    continue
+                lf.write(line)
+                nlinks += 1
+                decisions[line.rstrip(b"\r\n").rsplit(b"\t", 1)[-1].decode("ascii", "replace")] += 1
+    stats.count_decisions(decisions)
+    elapsed = 0.0
+    for folder, rep in zip(folders, reports, strict=True):
+        disallowed, secs = _folder_robots_disallowed(folder, rep)
+        stats.robots_disallowed += disallowed
+        stats.by_verdict["excluded"] += disallowed
+        elapsed = max(elapsed, secs)
+    stats.elapsed_before_s = elapsed
+    if not stats.by_verdict["excluded"]:
+        del stats.by_verdict["excluded"]
+    robots, traps = merge_sections([r for r in reports if r is not None])
+    seeds: list[str] = []
+    for rep in reports:
+        for s in (rep or {}).get("seeds") or ():
+            if s not in seeds:
+                seeds.append(s)
+    report = {
+        "skitter": __version__,
+        "out_dir": str(out),
+        "finished": all(bool((rep or {}).get("finished")) for rep in reports),
+        "stop_reason": "merged",
+        "merged_from": [str(f) for f in folders],
+        "totals": stats.snapshot(0.0).to_dict(),
+        "robots": robots,
+        "traps": traps,
+        "seeds": seeds,
+    }
+    atomic_write_json(out / REPORT_FILE, report)
+    summary = MergeSummary(tuple(folders), records, seen_records - records, nlinks, torn)
+    atomic_write_json(
+        out / MERGED_FILE,
+        {
+            "skitter": __version__,
+            "folders": [
+                {"path": str(f), "pages_bytes": e[0], "links_bytes": e[1]}
+                for f, e in zip(folders, ends, strict=True)
+            ],
+            "records": records,
+            "superseded": summary.superseded,
+            "links": nlinks,
+        },
+    )
+    fsync_dir(out)
+    return summary
+
+
+class _TempFile:
+    """``path`` written as ``path.tmp`` (buffered), fsynced and renamed over ``path`` when
+    the block ends without an exception (else the temporary file is removed)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.tmp = path.with_name(path.name + ".tmp")
+        self.fh = open(self.tmp, "wb")  # noqa: SIM115 (closed in __exit__)
+
+    def write(self, data: bytes) -> None:
+        self.fh.write(data)
+
+    def __enter__(self) -> _TempFile:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
+        try:
+            if exc_type is None:
+                self.fh.flush()
+                os.fsync(self.fh.fileno())
+        finally:
+            self.fh.close()
+        if exc_type is None:
+            os.replace(self.tmp, self.path)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(self.tmp)

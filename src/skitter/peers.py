@@ -5,9 +5,10 @@ the host-sharded processes of ``--processes N`` (:class:`skitter.shard_peers.Sha
 The loop, the worker and resume reconciliation call these hooks at fixed points and have no
 branch of their own for sharding:
 
-* routing: :meth:`Peers.add` queues requests (into this process's frontier, or to their
-  owners), :attr:`Peers.owner_of_url` / :meth:`Peers.is_foreign` say who owns a URL's host
-  (its trap budgets are spent there);
+* ownership: :attr:`Peers.owner_of_url` / :meth:`Peers.is_foreign` say who owns a URL's
+  host (its trap budgets are spent there); queueing itself is the frontier's (sharded, a
+  :class:`skitter.frontier.routing.RoutingFrontier` hands other hosts to their owners), with
+  :meth:`Peers.continuation_meta` for what a redirect continuation carries there;
 * the page budget: :meth:`Peers.total_ok`, :meth:`Peers.reserve`, :meth:`Peers.publish`
   (``--max-pages`` over every process);
 * the end: :meth:`Peers.mark` and :meth:`Peers.dry` (alone, an empty frontier ends the
@@ -17,7 +18,7 @@ branch of their own for sharding:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -25,8 +26,7 @@ from skitter.sharding import Meta
 
 if TYPE_CHECKING:
     from skitter.context import CrawlContext
-    from skitter.frontier.base import Frontier
-    from skitter.models import Request, Response
+    from skitter.models import Response
     from skitter.traps import TrapGuard
 
 __all__ = ["Alone", "LoopControl", "Meta", "Peers", "SharedSlots"]
@@ -86,18 +86,6 @@ class Peers:
 
     def close(self) -> None:
         """Release what :meth:`open` took; idempotent."""
-
-    async def add(
-        self,
-        frontier: Frontier,
-        reqs: Sequence[Request],
-        *,
-        force: bool = False,
-        meta: Meta | None = None,
-        owners: Sequence[int] | None = None,
-    ) -> frozenset[str]:
-        """Queue ``reqs``; returns the URLs queued (new to the frontier, or handed off)."""
-        return (await frontier.add(reqs, force=force)).added_urls
 
     def is_foreign(self, canonical_url: str) -> bool:
         """True if another process owns the URL's host."""

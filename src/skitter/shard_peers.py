@@ -3,8 +3,9 @@
 The crawler of process ``K`` owns only the hosts that hash to ``K`` (:mod:`skitter.sharding`).
 :class:`ShardPeers` is its :class:`skitter.peers.Peers`:
 
-* URLs for other processes' hosts are handed off (:meth:`ShardPeers.add`; written before the
-  page's rows and record, so the crawl's durability argument holds);
+* URLs for other processes' hosts are handed off: :meth:`ShardPeers.open` wraps the
+  process's frontier in a :class:`skitter.frontier.routing.RoutingFrontier` over the hand-off
+  files (written before the page's rows and record, so the crawl's durability argument holds);
 * handed-off URLs from other processes are read into the frontier by a background task
   (:meth:`ShardPeers.run`); the read offsets are checkpointed with the frontier commit
   (:meth:`ShardPeers.checkpoint_state`), and their trap budgets are spent here, by the owner;
@@ -29,13 +30,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skitter.export.pages import PageRecord, iso_utc
+from skitter.frontier.routing import RoutingFrontier
 from skitter.peers import LoopControl, Peers
-from skitter.sharding import Handoff, Meta, Outgoing, ShardLink
+from skitter.sharding import Handoff, Meta, ShardLink
 from skitter.urls import host_key
 
 if TYPE_CHECKING:
     from skitter.context import CrawlContext
-    from skitter.frontier.base import Frontier
     from skitter.models import Request, Response
     from skitter.traps import TrapGuard
 
@@ -115,6 +116,8 @@ class ShardPeers(Peers):
         h = Handoff(link.out_dir, link.index, link.count)
         self._sh = _ShardState(h, h.read_offsets())
         self.owner_of_url = h.owner_of_url
+        # queueing routes other processes' hosts to them (through the hand-off files)
+        ctx.components.frontier = RoutingFrontier(ctx.components.frontier, h)
         self._ctx = ctx
         self._loop = loop
 
@@ -124,42 +127,6 @@ class ShardPeers(Peers):
             self._sh.handoff.close()
 
     # ------------------------------------------------------------------ routing
-
-    async def add(
-        self,
-        frontier: Frontier,
-        reqs: Sequence[Request],
-        *,
-        force: bool = False,
-        meta: Meta | None = None,
-        owners: Sequence[int] | None = None,
-    ) -> frozenset[str]:
-        """Queue ``reqs``: this process's hosts into its frontier, the others' handed off
-        (each with ``meta`` if given; ``owners``: each request's owning process if the
-        caller knows it already). Returns the URLs queued: new to the local frontier, or
-        handed off (the owner's URL-seen test decides there).
-
-        Raises:
-            OSError: a hand-off write failed.
-        """
-        h = self.state.handoff
-        local: list[Request] = []
-        away: dict[int, list[Outgoing]] = {}
-        handed: set[str] = set()
-        if owners is None:
-            owners = [h.owner_of_url(r.url) for r in reqs]
-        for r, j in zip(reqs, owners, strict=True):
-            if j == h.index:
-                local.append(r)
-            else:
-                away.setdefault(j, []).append((r, meta) if meta else r)
-                handed.add(r.url)
-        if not away:
-            return (await frontier.add(local, force=force)).added_urls
-        h.send(away)
-        if local:
-            handed |= (await frontier.add(local, force=force)).added_urls
-        return frozenset(handed)
 
     def is_foreign(self, canonical_url: str) -> bool:
         """True if another process owns ``canonical_url``'s host (its trap budgets are kept

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from skitter.export.base import AppendFile, truncate_partial_line
+from skitter.frontier.routing import Meta, Outgoing
 from skitter.models import Hop, Request
 
 __all__ = [
@@ -93,12 +94,10 @@ def shard_dir(out_dir: str | os.PathLike[str], index: int) -> Path:
     return Path(out_dir) / SHARDS_DIR / str(index)
 
 
-#: What a hand-off line may carry beside its request: for a redirect continuation, the
-#: last 3xx response's pages.jsonl fields (content_type, bytes, sha1, elapsed_s, attempts,
-#: fetched_at), so that its owner can record the chain as the sender would have.
-Meta = dict[str, Any]
-#: An item of :meth:`Handoff.send`'s batches: a request, or a request with its meta.
-Outgoing = Request | tuple[Request, Meta]
+# What a hand-off line may carry beside its request (:data:`Meta`: for a redirect
+# continuation, the last 3xx response's pages.jsonl fields, so that its owner can record the
+# chain as the sender would have) and an item of :meth:`Handoff.send`'s batches
+# (:data:`Outgoing`) are the routing frontier's (:mod:`skitter.frontier.routing`).
 
 
 def encode_request(req: Request, meta: Meta | None = None) -> bytes:

@@ -4,7 +4,9 @@
 its end: a pages.jsonl record and an ack, or a retry (``retry_decision``; a 429/5xx is
 retried after the wait, RFC 9110 §10.2.3 Retry-After, capped). Redirects continue as new
 requests (:mod:`skitter.continuations`). The mode's differences come from the lease policy
-(:mod:`skitter.lease_policy`), routing to other processes from the peers (:mod:`skitter.peers`).
+(:mod:`skitter.lease_policy`); who owns a host (whose trap budgets apply) from the peers
+(:mod:`skitter.peers`). New URLs are queued through the frontier alone: under ``--processes``
+it routes other processes' hosts to them (:mod:`skitter.frontier.routing`).
 
 Durability (``kill -9`` at any instant): for every page the WARC exchange, then the page's
 links.tsv rows, then its pages.jsonl record are appended (one ``write()`` each, with no

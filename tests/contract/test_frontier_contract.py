@@ -1,4 +1,5 @@
-"""The frontier contract: one suite run over every backend (memory, sqlite, redis).
+"""The frontier contract: one suite run over every backend (memory, sqlite, the routing
+frontier of ``--processes`` with one process owning every host, and redis).
 
 Time is a fake clock: plain floats passed as ``now``; nothing sleeps.
 """
@@ -23,14 +24,16 @@ from skitter.frontier import (
 )
 from skitter.frontier.base import _HostKeys
 from skitter.frontier.redis import RedisFrontier
+from skitter.frontier.routing import RoutingFrontier
 from skitter.models import Hop, Lease, Request
+from skitter.sharding import Handoff
 from skitter.urls import host_key
 from tests.redis_server import RedisServer
 
 Factory = Callable[..., Awaitable[Frontier]]
 
 
-@pytest.fixture(params=["memory", "sqlite", "redis"])
+@pytest.fixture(params=["memory", "sqlite", "routing", "redis"])
 async def make(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Factory]:
     """A factory ``await make(host_concurrency=1, lease_ttl_s=300.0)`` for the backend.
 
@@ -42,6 +45,7 @@ async def make(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[
     if request.param == "redis":
         server: RedisServer = request.getfixturevalue("redis_server")
         client = aioredis.Redis.from_url(server.url, decode_responses=True)
+    handoffs: list[Handoff] = []
 
     async def factory(host_concurrency: int = 1, lease_ttl_s: float = 300.0) -> Frontier:
         f: Frontier
@@ -56,6 +60,15 @@ async def make(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[
                 shards=4,
                 buckets=64,
             )
+        elif request.param == "routing":  # --processes with one process owning every host
+            local = await SqliteFrontier.open(
+                str(tmp_path / f"frontier{len(opened)}.db"),
+                host_concurrency=host_concurrency,
+                lease_ttl_s=lease_ttl_s,
+            )
+            handoff = Handoff(tmp_path / f"crawl{len(opened)}", 0, 1)
+            handoffs.append(handoff)
+            f = RoutingFrontier(local, handoff)
         else:
             f = await SqliteFrontier.open(
                 str(tmp_path / f"frontier{len(opened)}.db"),
@@ -70,6 +83,8 @@ async def make(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[
         await f.aclose()
     if client is not None:
         await client.aclose()
+    for h in handoffs:
+        h.close()
 
 
 @pytest.fixture

@@ -19,7 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import skitter.frontier.sqlite as sqlite_mod
+import skitter.frontier.host_cache as host_cache_mod
+import skitter.frontier.seen as seen_mod
 from skitter.errors import FrontierError
 from skitter.frontier import Frontier, FrontierCounts, MemoryFrontier, SqliteFrontier
 from skitter.models import Hop, Lease, Request
@@ -260,9 +261,9 @@ async def test_50k_urls_host_caches_stay_bounded(tmp_path: Path) -> None:
     urls = [u(f"h{i % n_hosts}.test", f"p{i}") for i in range(50_000)]
     for i in range(0, len(urls), 1000):
         await f.add([Request(x, depth=(j % 3)) for j, x in enumerate(urls[i : i + 1000])])
-    queues = [cast(sqlite_mod._CachedQueue, h.queue) for h in f._hosts.values()]
+    queues = [cast(host_cache_mod._CachedQueue, h.queue) for h in f._hosts.values()]
     cached = sum(len(q.cache) for q in queues)
-    assert cached <= n_hosts * sqlite_mod._CACHE_MAX
+    assert cached <= n_hosts * host_cache_mod._CACHE_MAX
     res = await f.add([Request(x) for x in urls[::7]])
     assert res.added == 0
     await f.flush()
@@ -276,8 +277,8 @@ async def test_50k_urls_host_caches_stay_bounded(tmp_path: Path) -> None:
 async def test_duplicates_confirmed_by_lookup_when_not_recent(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sqlite_mod, "_HOT_MAX", 4)
-    monkeypatch.setattr(sqlite_mod._Seen, "maybe", lambda self, fp: True)  # all "maybe seen"
+    monkeypatch.setattr(seen_mod, "_HOT_MAX", 4)
+    monkeypatch.setattr(seen_mod._Seen, "maybe", lambda self, fp: True)  # all "maybe seen"
     f = SqliteFrontier(str(tmp_path / "f.db"))
     first = [Request(u("a.test", str(i))) for i in range(200)]
     assert (await f.add(first)).added == 200
@@ -350,8 +351,8 @@ async def _apply(f: Frontier, ops: list[tuple[Any, ...]]) -> list[object]:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=st.lists(_op, max_size=60))
 def test_sqlite_matches_memory_model(ops: list[tuple[Any, ...]]) -> None:
-    saved = (sqlite_mod._CHUNK, sqlite_mod._CACHE_MAX, sqlite_mod._HOT_MAX)
-    sqlite_mod._CHUNK, sqlite_mod._CACHE_MAX, sqlite_mod._HOT_MAX = 1, 2, 3
+    saved = (host_cache_mod._CHUNK, host_cache_mod._CACHE_MAX, seen_mod._HOT_MAX)
+    host_cache_mod._CHUNK, host_cache_mod._CACHE_MAX, seen_mod._HOT_MAX = 1, 2, 3
     try:
 
         async def run() -> tuple[list[object], list[object]]:
@@ -366,11 +367,11 @@ def test_sqlite_matches_memory_model(ops: list[tuple[Any, ...]]) -> None:
         expected, got = asyncio.run(run())
         assert got == expected
     finally:
-        sqlite_mod._CHUNK, sqlite_mod._CACHE_MAX, sqlite_mod._HOT_MAX = saved
+        host_cache_mod._CHUNK, host_cache_mod._CACHE_MAX, seen_mod._HOT_MAX = saved
 
 
 async def test_works_without_rbloom(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sqlite_mod, "_HAVE_RBLOOM", False)
+    monkeypatch.setattr(seen_mod, "_HAVE_RBLOOM", False)
     f = SqliteFrontier(str(tmp_path / "f.db"))
     reqs = [Request(u("a.test", str(i))) for i in range(10)]
     assert (await f.add(reqs)).added == 10

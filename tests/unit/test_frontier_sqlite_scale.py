@@ -13,6 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import skitter.frontier.host_cache as host_cache_mod
+import skitter.frontier.seen as seen_mod
 import skitter.frontier.sqlite as sqlite_mod
 from skitter.errors import FrontierError, StateError
 from skitter.frontier import FrontierCounts, MemoryFrontier, SqliteFrontier
@@ -60,8 +62,8 @@ async def test_bloom_false_positive_never_drops_a_new_url(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Every Bloom answer is "maybe seen" and nothing is recent: the exact table decides.
-    monkeypatch.setattr(sqlite_mod, "_HOT_MAX", 2)
-    monkeypatch.setattr(sqlite_mod._Seen, "maybe", lambda self, fp: True)
+    monkeypatch.setattr(seen_mod, "_HOT_MAX", 2)
+    monkeypatch.setattr(seen_mod._Seen, "maybe", lambda self, fp: True)
     f = SqliteFrontier(str(tmp_path / "f.db"))
     first = [Request(u(f"h{i % 7}.test", str(i))) for i in range(300)]
     assert (await f.add(first)).added == 300
@@ -77,7 +79,7 @@ async def test_merges_keep_every_url_seen_and_queued(
 ) -> None:
     monkeypatch.setattr(sqlite_mod, "_NEW_MAX", 16)
     monkeypatch.setattr(sqlite_mod, "_LEVEL_RATIO", 2)
-    monkeypatch.setattr(sqlite_mod, "_HOT_MAX", 4)
+    monkeypatch.setattr(seen_mod, "_HOT_MAX", 4)
     path = str(tmp_path / "f.db")
     f = SqliteFrontier(path, batch_size=7)
     reqs = [
@@ -141,16 +143,16 @@ async def test_forced_entry_done_then_forced_again_after_merge(
 @given(ops=st.lists(_op, max_size=60))
 def test_sqlite_with_constant_merging_matches_memory_model(ops: list[tuple[Any, ...]]) -> None:
     saved = (
-        sqlite_mod._CHUNK,
-        sqlite_mod._CACHE_MAX,
-        sqlite_mod._HOT_MAX,
+        host_cache_mod._CHUNK,
+        host_cache_mod._CACHE_MAX,
+        seen_mod._HOT_MAX,
         sqlite_mod._NEW_MAX,
         sqlite_mod._LEVEL_RATIO,
     )
     (
-        sqlite_mod._CHUNK,
-        sqlite_mod._CACHE_MAX,
-        sqlite_mod._HOT_MAX,
+        host_cache_mod._CHUNK,
+        host_cache_mod._CACHE_MAX,
+        seen_mod._HOT_MAX,
         sqlite_mod._NEW_MAX,
         sqlite_mod._LEVEL_RATIO,
     ) = (1, 2, 3, 2, 2)
@@ -169,9 +171,9 @@ def test_sqlite_with_constant_merging_matches_memory_model(ops: list[tuple[Any, 
         assert got == expected
     finally:
         (
-            sqlite_mod._CHUNK,
-            sqlite_mod._CACHE_MAX,
-            sqlite_mod._HOT_MAX,
+            host_cache_mod._CHUNK,
+            host_cache_mod._CACHE_MAX,
+            seen_mod._HOT_MAX,
             sqlite_mod._NEW_MAX,
             sqlite_mod._LEVEL_RATIO,
         ) = saved

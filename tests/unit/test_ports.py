@@ -11,6 +11,7 @@ from skitter.build import lease_policy
 from skitter.checklinks import CheckPolicy
 from skitter.crawler import Crawler
 from skitter.frontier.memory import MemoryFrontier
+from skitter.frontier.routing import add_routed
 from skitter.lease_policy import LeasePolicy
 from skitter.models import Hop, Request
 from skitter.peers import Alone, Peers
@@ -79,7 +80,8 @@ def test_a_reused_verdict_is_a_record_without_a_request() -> None:
 async def test_alone_every_url_is_this_processs() -> None:
     peers = Alone()
     frontier = MemoryFrontier()
-    added = await peers.add(frontier, [Request(url=S, depth=0), Request(url=S, depth=0)])
+    reqs = [Request(url=S, depth=0), Request(url=S, depth=0)]
+    added = (await add_routed(frontier, reqs)).added_urls
     assert added == frozenset({S})
     assert peers.owner_of_url is None and not peers.is_foreign("http://any.test/")
     assert peers.reserve(2, 2, 5) and not peers.reserve(3, 2, 5)

@@ -17,7 +17,18 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from skitter import __version__
-from skitter.cli import check_links, control, crawl, extract, fetch, graph, index, status, worker
+from skitter.cli import (
+    check_links,
+    control,
+    crawl,
+    extract,
+    fetch,
+    graph,
+    index,
+    merge,
+    status,
+    worker,
+)
 from skitter.cli.common import Parser, settings_from_args
 
 __all__ = ["COMMANDS", "build_parser", "main", "settings_from_args"]
@@ -30,6 +41,7 @@ COMMANDS: dict[str, ModuleType] = {
     "extract": extract,
     "index": index,
     "graph": graph,
+    "merge": merge,
     "worker": worker,
     "status": status,
     "control": control,

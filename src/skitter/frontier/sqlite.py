@@ -1,25 +1,8 @@
 """SQLite frontier: a resumable, crash-safe frontier in one file (WAL mode).
 
-Storage (the database is the source of truth; memory is a cache rebuilt on open)::
-
-    seen0 .. seen3(               -- the exact URL-seen set, in levels (newest first; a key
-        fp INTEGER PRIMARY KEY,   -- is in exactly one): skitter.urls.fingerprint(url), or
-        seq INTEGER)              -- forced_key(request) for a force=True entry; seq: the
-                                  -- queue row last written for this key
-    queue, queue_new(             -- pending (or leased) requests: queue_new holds the rows
-        seq INTEGER PRIMARY KEY,  -- with seq > meta.merged_seq, queue the older ones
-        host, priority, depth,    -- host: hosts.id
-        url, referer,
-        data,                     -- JSON {"o": origin_url, "h": [[url, status], ...],
-                                  --   "c": 1 (check_only)} or NULL when all empty
-        attempts)
-    done(seq, url, status, etag,  -- a log of acked or marked-done requests, appended in the
-         last_modified)           -- order they were done (a queue row moves here, with its
-                                  -- seq, when acked); a forced key done twice has two rows
-    hosts(id INTEGER PRIMARY KEY, host TEXT UNIQUE, not_before REAL)
-    meta(key TEXT PRIMARY KEY, value)   -- schema (2), next_seq, merged_seq, flushes
-    index queue_host, queue_new_host ON (host, priority, depth)  -- (+ seq, the rowid)
-    views seen(fp, seq) (all levels) and urls(url, state 0/2, ..., seq), for people
+Storage: the tables are described in :mod:`skitter.frontier.sqlite_store`; the URL-seen
+test in :mod:`skitter.frontier.seen`; each host's queue cache in
+:mod:`skitter.frontier.host_cache`.
 
 A key is pending iff the row its ``seen`` seq names is in a queue table, else done; so
 ``done`` count = keys - pending, and acking never writes to ``seen``.
@@ -67,374 +50,59 @@ Durability (WAL, ``synchronous=NORMAL``):
 
 from __future__ import annotations
 
-import bisect
-import functools
 import hashlib
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from operator import itemgetter
-from types import TracebackType
-from typing import Any, Protocol
-
-try:  # a declared dependency; without it the seen prefilter is an exact (larger) set
-    from rbloom import Bloom as _RBloom
-
-    _HAVE_RBLOOM = True
-except ImportError:  # pragma: no cover
-    _HAVE_RBLOOM = False
 
 from skitter.errors import FrontierError, StateError
 from skitter.frontier.base import (
     AddResult,
-    Entry,
     FrontierCounts,
     _CoreFrontier,
     _Host,
     _Queue,
     forced_key,
 )
-from skitter.models import Hop, Lease, Request
+from skitter.frontier.host_cache import _CachedQueue
+from skitter.frontier.seen import SeenTables, _Seen
+from skitter.frontier.sqlite_store import (
+    _ATTEMPTS,
+    _DELETE,
+    _INSERT_DONE,
+    _INSERT_QUEUE,
+    _INSERT_SEEN,
+    _KEYS,
+    _LOAD,
+    _QUEUES,
+    _SEEN,
+    _SEEN_LEVELS,
+    _TO_DONE,
+    _decode,
+    _encode,
+    _Guard,
+    _QueueRow,
+    open_database,
+)
+from skitter.models import Lease, Request
 from skitter.urls import fingerprint, host_key
 
 __all__ = ["SqliteFrontier"]
 
-_SCHEMA_VERSION = 2
-
-#: Entries of one host loaded from the index per query.
-_CHUNK = 4
-#: A host's cache is cut back to _CHUNK entries when pushes make it longer than this.
-_CACHE_MAX = 8
-#: Recently seen fingerprints kept exactly (two generations of this many each).
-_HOT_MAX = 1 << 18
-#: False-positive rate of each Bloom filter in the chain (a false positive costs one
-#: primary-key lookup; 1e-3 is ~14.4 bits per URL).
-_BLOOM_FP = 1e-3
-_BLOOM_MIN = 1 << 20
-#: Page size of a new database file (bytes).
-_PAGE_SIZE = 16384
-#: SQLite page cache (KiB).
-_CACHE_KIB = 65536
 #: Entries of the URL-prefix -> host memo before it is cleared.
 _PREFIX_MEMO_MAX = 1 << 18
 #: Rows in queue_new (and in seen0) that trigger a merge into queue (seen1).
 _NEW_MAX = 1 << 20
-#: Seen levels; level i (but the last) is merged into level i+1 once it holds
+#: Seen level i (but the last) is merged into level i+1 once it holds
 #: _NEW_MAX * _LEVEL_RATIO**i keys.
-_SEEN_LEVELS = 4
 _LEVEL_RATIO = 8
-#: Primary keys per ``IN (...)`` lookup.
-_LOOKUP_CHUNK = 512
-
-_QUEUE_COLUMNS = """(
-    seq INTEGER PRIMARY KEY,
-    host INTEGER NOT NULL,
-    priority INTEGER NOT NULL,
-    depth INTEGER NOT NULL,
-    url TEXT NOT NULL,
-    referer TEXT,
-    data TEXT,
-    attempts INTEGER NOT NULL DEFAULT 0
-)"""
-#: The levels of the seen set, newest (smallest) first.
-_SEEN = tuple(f"seen{i}" for i in range(_SEEN_LEVELS))
-#: The two parts of the queue: (rows with seq <= merged seq, newer rows).
-_QUEUES = ("queue", "queue_new")
-
-_SCHEMA = f"""
-CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;
-CREATE TABLE hosts(
-    id INTEGER PRIMARY KEY,
-    host TEXT NOT NULL UNIQUE,
-    not_before REAL NOT NULL
-);
-{"".join(f"CREATE TABLE {t}(fp INTEGER PRIMARY KEY, seq INTEGER NOT NULL);" for t in _SEEN)}
-CREATE TABLE queue{_QUEUE_COLUMNS};
-CREATE INDEX queue_host ON queue(host, priority, depth);
-CREATE TABLE queue_new{_QUEUE_COLUMNS};
-CREATE INDEX queue_new_host ON queue_new(host, priority, depth);
-CREATE TABLE done(
-    seq INTEGER NOT NULL,
-    url TEXT NOT NULL,
-    status INTEGER,
-    etag TEXT,
-    last_modified TEXT
-);
-CREATE VIEW seen(fp, seq) AS
-    {" UNION ALL ".join(f"SELECT fp, seq FROM {t}" for t in _SEEN)};
-CREATE VIEW urls(url, state, attempts, last_status, etag, last_modified, seq) AS
-    SELECT url, 0, attempts, NULL, NULL, NULL, seq FROM queue
-    UNION ALL
-    SELECT url, 0, attempts, NULL, NULL, NULL, seq FROM queue_new
-    UNION ALL
-    SELECT url, 2, NULL, status, etag, last_modified, seq FROM done;
-"""
-
-# New rows go to queue_new. The tuples below are indexed by ``seq > merged seq``: [0] is the
-# statement for a row of queue, [1] for a row of queue_new.
-_INSERT_QUEUE = (
-    "INSERT INTO queue_new(seq, host, priority, depth, url, referer, data) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?)"
-)
-#: (seq, host id, priority, depth, url, referer, data): a row of _INSERT_QUEUE.
-_QueueRow = tuple[int, int, int, int, str, str | None, str | None]
-_INSERT_SEEN = "INSERT INTO seen0(fp, seq) VALUES (?, ?)"
-_CHUNK_FIRST = (
-    " UNION ALL ".join(f"SELECT priority, depth, seq FROM {t} WHERE host = ?1" for t in _QUEUES)
-    + " ORDER BY 1, 2, 3 LIMIT ?2"
-)
-# After the cursor (p, d, seq): first the rest of its (p, d) group, then later groups. (One
-# row-value test "(priority, depth, seq) > (...)" would seek on (priority, depth) only, seq
-# being the rowid: a scan of the group from its start at every refill.)
-_CHUNK_SAME = (
-    " UNION ALL ".join(
-        f"SELECT priority, depth, seq FROM {t} "
-        "WHERE host = ?1 AND priority = ?2 AND depth = ?3 AND seq > ?4"
-        for t in _QUEUES
-    )
-    + " ORDER BY 3 LIMIT ?5"
-)
-_CHUNK_LATER = (
-    " UNION ALL ".join(
-        f"SELECT priority, depth, seq FROM {t} WHERE host = ?1 AND (priority, depth) > (?2, ?3)"
-        for t in _QUEUES
-    )
-    + " ORDER BY 1, 2, 3 LIMIT ?4"
-)
-_LOAD = tuple(
-    f"SELECT url, depth, priority, attempts, referer, data FROM {t} WHERE seq = ?" for t in _QUEUES
-)
-_KEYS = tuple(f"SELECT host, priority, depth, data FROM {t} WHERE seq = ?" for t in _QUEUES)
-_TO_DONE = tuple(
-    "INSERT INTO done(seq, url, status, etag, last_modified) "
-    f"SELECT seq, url, ?, ?, ? FROM {t} WHERE seq = ?"
-    for t in _QUEUES
-)
-_INSERT_DONE = "INSERT INTO done(seq, url, status, etag, last_modified) VALUES (?, ?, ?, ?, ?)"
-_DELETE = tuple(f"DELETE FROM {t} WHERE seq = ?" for t in _QUEUES)
-_ATTEMPTS = tuple(f"UPDATE {t} SET attempts = ? WHERE seq = ?" for t in _QUEUES)
-_SEQ_OF = " UNION ALL ".join(f"SELECT seq FROM {t} WHERE fp = ?1" for t in _SEEN) + " LIMIT 1"
-
-
-@functools.cache
-def _exists_sql(n: int, levels: tuple[str, ...]) -> str:
-    """The query for which of ``n`` keys (parameters ?1..?n) are in one of the seen
-    ``levels`` (called with powers of two only: a few distinct statements, all cached)."""
-    marks = ",".join(f"?{i}" for i in range(1, n + 1))
-    return " UNION ALL ".join(f"SELECT fp FROM {t} WHERE fp IN ({marks})" for t in levels)
-
 
 _blake2b = hashlib.blake2b
 _from_bytes = int.from_bytes
 
 
-def _encode(req: Request) -> str | None:
-    """The ``data`` column: the rarely-set fields of ``req`` as JSON, or None."""
-    d: dict[str, Any] = {}
-    if req.origin_url is not None:
-        d["o"] = req.origin_url
-    if req.redirects:
-        d["h"] = [[h.url, h.status] for h in req.redirects]
-    if req.check_only:
-        d["c"] = 1
-    return json.dumps(d, separators=(",", ":"), ensure_ascii=False) if d else None
-
-
-def _decode(url: str, depth: int, priority: int, referer: str | None, data: str | None) -> Request:
-    if data is None:
-        return Request(url, depth, referer=referer, priority=priority)
-    d = json.loads(data)
-    return Request(
-        url,
-        depth,
-        referer=referer,
-        origin_url=d.get("o"),
-        redirects=tuple(Hop(u, s) for u, s in d.get("h", ())),
-        check_only=bool(d.get("c", 0)),
-        priority=priority,
-    )
-
-
-class _BloomLike(Protocol):
-    def add(self, obj: Any, /) -> None: ...
-    def update(self, *others: Iterable[Any]) -> None: ...
-    def __contains__(self, obj: Any) -> bool: ...
-
-
-class _ExactSet:
-    """Stand-in for a Bloom filter when rbloom is missing: exact, ~70 bytes per URL."""
-
-    def __init__(self) -> None:
-        self._set: set[int] = set()
-
-    def add(self, obj: Any, /) -> None:
-        self._set.add(obj)
-
-    def update(self, *others: Iterable[Any]) -> None:
-        for it in others:
-            self._set.update(it)
-
-    def __contains__(self, obj: Any) -> bool:
-        return obj in self._set
-
-
-def _new_bloom(capacity: int) -> _BloomLike:
-    if _HAVE_RBLOOM:
-        bloom: _BloomLike = _RBloom(capacity, _BLOOM_FP)
-        return bloom
-    return _ExactSet()
-
-
-class _Seen:
-    """Approximate-then-exact URL-seen prefilter over fingerprints (64-bit signed ints).
-
-    ``recent`` is exact for the last ~2 * _HOT_MAX fingerprints added or confirmed;
-    ``maybe`` is a Bloom-filter answer (False = certainly never added; True = look it up:
-    with probability ~``_BLOOM_FP`` per filter it was never added).
-    """
-
-    def __init__(self, capacity: int) -> None:
-        self._blooms: list[_BloomLike] = []
-        self._room = 0
-        self._next_cap = max(capacity, _BLOOM_MIN)
-        self._young: set[int] = set()
-        self._old: set[int] = set()
-        self._grow()
-
-    def _grow(self) -> None:
-        self._blooms.append(_new_bloom(self._next_cap))
-        self._room = self._next_cap
-        self._next_cap *= 2
-
-    def recent(self, fp: int) -> bool:
-        return fp in self._young or fp in self._old
-
-    def maybe(self, fp: int) -> bool:
-        for b in self._blooms:  # noqa: SIM110 (no generator per call: hot path)
-            if fp in b:
-                return True
-        return False
-
-    def add(self, fp: int) -> None:
-        """Record a fingerprint now stored in the table."""
-        if self._room <= 0:
-            self._grow()
-        self._blooms[-1].add(fp)
-        self._room -= 1
-        self.touch(fp)
-
-    def add_many(self, fps: list[int]) -> None:
-        """Record fingerprints now stored in the table (same as ``add`` on each)."""
-        i = 0
-        while i < len(fps):
-            if self._room <= 0:
-                self._grow()
-            part = fps[i : i + self._room]
-            self._blooms[-1].update(part)
-            self._room -= len(part)
-            i += len(part)
-        young = self._young
-        young.update(fps)
-        if len(young) >= _HOT_MAX:
-            self._old = young
-            self._young = set()
-
-    def fill(self, fps: Iterable[int], count: int) -> None:
-        """Record ``count`` stored fingerprints in the Bloom filter only (on open, when the
-        filter was sized for at least ``count``)."""
-        self._blooms[-1].update(fps)
-        self._room -= count
-
-    def touch(self, fp: int) -> None:
-        """Remember ``fp`` (known seen) exactly for a while."""
-        young = self._young
-        young.add(fp)
-        if len(young) >= _HOT_MAX:
-            self._old = young
-            self._young = set()
-
-
-class _CachedQueue:
-    """A host's smallest available entries; the rest stay in the table.
-
-    Invariant: ``cache`` (ascending) holds exactly the host's available entries that are
-    ``<= cursor`` (all of them when ``complete``); larger ones are only in the table.
-    """
-
-    __slots__ = ("cache", "complete", "cursor", "hid", "owner")
-
-    def __init__(self, owner: SqliteFrontier, hid: int, complete: bool) -> None:
-        self.owner = owner
-        self.hid = hid
-        self.cache: list[Entry] = []
-        self.complete = complete
-        self.cursor: Entry | None = None
-
-    def head(self) -> Entry | None:
-        if not self.cache and not self.complete:
-            self.owner._refill(self)
-        return self.cache[0] if self.cache else None
-
-    def pop(self) -> Entry:
-        return self.cache.pop(0)
-
-    def push(self, entry: Entry) -> None:
-        if self.complete or (self.cursor is not None and entry <= self.cursor):
-            cache = self.cache
-            if not cache or entry > cache[-1]:
-                cache.append(entry)
-            else:
-                bisect.insort(cache, entry)
-            if len(cache) > _CACHE_MAX:
-                del cache[_CHUNK:]
-                self.complete = False
-                self.cursor = cache[-1]
-
-    def discard(self, entry: Entry) -> None:
-        cache = self.cache
-        i = bisect.bisect_left(cache, entry)
-        if i < len(cache) and cache[i] == entry:
-            del cache[i]
-
-
-class _Guard:
-    """Context manager around one frontier call (a class: cheaper than @contextmanager).
-
-    Enter: open a transaction if none is open. Exit: commit when ``batch_size`` rows were
-    written since the last commit; turn ``sqlite3.Error`` into :class:`FrontierError`.
-    """
-
-    __slots__ = ("owner",)
-
-    def __init__(self, owner: SqliteFrontier) -> None:
-        self.owner = owner
-
-    def __enter__(self) -> sqlite3.Connection:
-        db = self.owner._db
-        try:
-            if not db.in_transaction:
-                db.execute("BEGIN")
-        except sqlite3.Error as e:
-            raise FrontierError(f"frontier database error: {e}") from e
-        return db
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if isinstance(exc, sqlite3.Error):
-            raise FrontierError(f"frontier database error: {exc}") from exc
-        owner = self.owner
-        if exc is None and owner._ops >= owner.batch_size:
-            try:
-                owner._commit(owner._db)
-            except sqlite3.Error as e:
-                raise FrontierError(f"frontier database error: {e}") from e
-
-
-class SqliteFrontier(_CoreFrontier):
+class SqliteFrontier(_CoreFrontier, SeenTables):
     """A :class:`~skitter.frontier.base.Frontier` stored in an SQLite file.
 
     Opening an existing file resumes it: every URL is still seen, pending and previously
@@ -511,56 +179,10 @@ class SqliteFrontier(_CoreFrontier):
 
     # -- opening ------------------------------------------------------------------------
 
-    def _check_schema(self, db: sqlite3.Connection) -> bool:
-        """True if the file is an empty database (to be created), False if it holds this
-        schema. Raises StateError (older schema) or sqlite3.DatabaseError (anything else)."""
-        names = {n for (n,) in db.execute("SELECT name FROM sqlite_master")}
-        if not names:
-            return True
-        row = None
-        if "meta" in names:
-            row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-        if row is None:
-            raise sqlite3.DatabaseError("not a Skitter frontier (no schema version)")
-        version = row[0]
-        if isinstance(version, int) and version < _SCHEMA_VERSION:
-            raise StateError(
-                f"{self.path}: frontier written by an older Skitter (format {version}, "
-                f"this one reads {_SCHEMA_VERSION}); start a new crawl"
-            )
-        if version != _SCHEMA_VERSION:
-            raise sqlite3.DatabaseError(f"unsupported frontier schema version {version!r}")
-        return False
-
     def _open(self, db: sqlite3.Connection) -> None:
-        db.execute("PRAGMA locking_mode = EXCLUSIVE")
-        # Larger pages: fewer B-tree levels and splits for the scattered inserts (+8% at 1 M
-        # URLs); applies to a new file only (the page size of a file is fixed).
-        db.execute(f"PRAGMA page_size = {_PAGE_SIZE}")
-        mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-        if mode != "wal" and self.path != ":memory:":
-            raise sqlite3.OperationalError(f"cannot switch to WAL (journal_mode={mode})")
-        db.execute("PRAGMA synchronous = NORMAL")
-        db.execute(f"PRAGMA cache_size = -{_CACHE_KIB}")
-        # Checkpoint every ~40 MiB of WAL instead of 4 MiB: rows land on scattered B-tree
-        # pages (seen, queue_host), and rarer checkpoints rewrite each hot page fewer times.
-        db.execute("PRAGMA wal_autocheckpoint = 10000")
-        db.execute("PRAGMA journal_size_limit = 67108864")
-        db.execute("BEGIN IMMEDIATE")  # takes the exclusive lock now
-        try:
-            if self._check_schema(db):
-                for stmt in _SCHEMA.split(";"):
-                    if stmt.strip():
-                        db.execute(stmt)
-                db.execute("INSERT INTO meta VALUES ('schema', ?)", (_SCHEMA_VERSION,))
-            meta = dict(db.execute("SELECT key, value FROM meta"))
-            self._seq = int(meta.get("next_seq", 0))
-            self._merged_seq = int(meta.get("merged_seq", 0))
-            db.execute("COMMIT")
-        finally:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-
+        meta = open_database(db, self.path)
+        self._seq = int(meta.get("next_seq", 0))
+        self._merged_seq = int(meta.get("merged_seq", 0))
         pending: dict[int, int] = {}
         for t in _QUEUES:
             for hid, n in db.execute(f"SELECT host, count(*) FROM {t} GROUP BY host"):
@@ -676,41 +298,6 @@ class SqliteFrontier(_CoreFrontier):
     def _host_changed(self, host: _Host) -> None:
         self._dirty_hosts.add(host)
 
-    def _refill(self, q: _CachedQueue) -> None:
-        """Load the next chunk of ``q``'s host from the index (skipping leased rows)."""
-        db = self._db
-        leased = self._leased_fps
-        while True:
-            if q.cursor is None:
-                rows = db.execute(_CHUNK_FIRST, (q.hid, _CHUNK)).fetchall()
-            else:
-                p, d, s, _ = q.cursor
-                rows = db.execute(_CHUNK_SAME, (q.hid, p, d, s, _CHUNK)).fetchall()
-                if len(rows) < _CHUNK:
-                    rows += db.execute(_CHUNK_LATER, (q.hid, p, d, _CHUNK - len(rows))).fetchall()
-            if len(rows) < _CHUNK:
-                q.complete = True
-            entries = [(p, d, s, s) for p, d, s in rows]
-            if entries:
-                q.cursor = entries[-1]
-            q.cache = [e for e in entries if e[3] not in leased]
-            if q.cache or q.complete:
-                return
-
-    def _exists(self, fps: list[int]) -> set[int]:
-        """The subset of ``fps`` stored in ``seen`` (the non-empty levels only)."""
-        db = self._db
-        found: set[int] = set()
-        levels = tuple(t for t, rows in zip(_SEEN, self._level_rows, strict=True) if rows)
-        if not levels:
-            return found
-        for i in range(0, len(fps), _LOOKUP_CHUNK):
-            part = fps[i : i + _LOOKUP_CHUNK]
-            n = 1 << (len(part) - 1).bit_length()  # pad to a power of two (repeat a key)
-            part += part[:1] * (n - len(part))
-            found.update(fp for (fp,) in db.execute(_exists_sql(n, levels), part))
-        return found
-
     def _maybe_merge(self, db: sqlite3.Connection) -> None:
         """Move queue_new into queue, and seen0 into seen1 (and so on down the levels),
         when they have grown past their limits; in the open transaction.
@@ -739,11 +326,6 @@ class SqliteFrontier(_CoreFrontier):
             self._ops += rows[i]
             rows[i + 1] += rows[i]
             rows[i] = 0
-
-    def _seq_of(self, fp: int) -> int | None:
-        """The seq recorded in ``seen`` for key ``fp`` (None if never seen)."""
-        row = self._db.execute(_SEQ_OF, (fp,)).fetchone()
-        return None if row is None else int(row[0])
 
     # -- the Frontier protocol ----------------------------------------------------------
 
@@ -847,41 +429,6 @@ class SqliteFrontier(_CoreFrontier):
         qrows.clear()
         self._insert_seen(db, srows)
         srows.clear()
-
-    def _seen_test(self, fps: list[int]) -> set[int]:
-        """The URL-seen test: the subset of ``fps`` (keys) already stored in ``seen``.
-
-        Exact: recent keys are answered from memory, keys the Bloom filters have never
-        seen are new, and every Bloom positive is looked up in ``seen`` (so a Bloom false
-        positive costs one lookup and never makes a new key look seen).
-
-        Raises:
-            sqlite3.Error: the lookup failed (callers turn it into FrontierError).
-        """
-        seen = self._seen
-        known: set[int] = set()
-        check: list[int] = []  # Bloom positives to look up
-        young, old, maybe = seen._young, seen._old, seen.maybe
-        for fp in fps:
-            if fp in young or fp in old:
-                known.add(fp)
-            elif maybe(fp):
-                check.append(fp)
-        if check:
-            known |= self._exists(check)
-        return known
-
-    def _insert_seen(self, db: sqlite3.Connection, srows: list[tuple[int, int]]) -> None:
-        """Store new ``(key, seq)`` rows in ``seen`` (keys not stored yet) and record the
-        keys in the prefilter.
-
-        Raises:
-            sqlite3.IntegrityError: a key was already stored.
-        """
-        db.executemany(_INSERT_SEEN, srows)
-        self._level_rows[0] += len(srows)
-        self._seen.add_many([fp for fp, _ in srows])
-        self._ops += len(srows)
 
     def _add_forced(
         self, db: sqlite3.Connection, req: Request, fp: int, touched: set[_Host]

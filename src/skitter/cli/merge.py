@@ -1,0 +1,53 @@
+"""``skitter merge DIR... --out MERGED``: several crawl folders joined into one pages.jsonl,
+links.tsv and report.json, one record per URL (logic: :func:`skitter.merge.merge_folders`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from skitter.cli.common import os_error_line
+from skitter.errors import SkitterError
+
+
+def add_parser(sub: Any) -> None:
+    """Register the ``merge`` subcommand."""
+    m = sub.add_parser(
+        "merge",
+        help="join crawl folders into one pages.jsonl, links.tsv and report.json",
+        description="Join the journals of crawl folders (the shards of a --processes crawl, "
+        "separate crawls) into MERGED, one record per URL: the latest attempt (fetched_at) "
+        "wins; ties go to the folder given later, then to the later line.",
+        epilog="exit codes: 0 merged; 2 bad folders or an unwritable MERGED",
+    )
+    m.add_argument("folders", nargs="+", metavar="DIR", type=Path, help="a crawl folder")
+    m.add_argument(
+        "--out",
+        "-o",
+        metavar="MERGED",
+        required=True,
+        type=Path,
+        help="folder for the merged files (created; a previous merge is replaced)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Merge; print a one-line summary. Returns the exit code."""
+    from skitter.merge import merge_folders
+
+    try:
+        s = merge_folders(args.folders, args.out)
+    except SkitterError as exc:
+        print(f"skitter: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(os_error_line(exc), file=sys.stderr)
+        return 2
+    torn = f"; {s.torn} journal(s) ended in a partial line, left out" if s.torn else ""
+    print(
+        f"merged {len(s.folders)} folders into {args.out}/: {s.records} records "
+        f"({s.superseded} earlier attempts superseded), {s.links} links.tsv rows{torn}"
+    )
+    return 0

@@ -1,0 +1,81 @@
+"""Pieces of ``skitter merge`` (:func:`skitter.merge.merge_folders`): the whole-line extent of
+a journal, links whose page was recorded in another folder, report totals recounted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import skitter.merge as merge_mod
+from skitter.export.links import HEADER
+from skitter.merge import merge_folders, whole_lines_end
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 4, 1 << 20])
+def test_whole_lines_end_across_read_chunks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    monkeypatch.setattr(merge_mod, "COPY_CHUNK_BYTES", chunk)
+    p = tmp_path / "j"
+    assert whole_lines_end(p) == 0  # missing
+    p.write_bytes(b"")
+    assert whole_lines_end(p) == 0
+    p.write_bytes(b"no newline yet")
+    assert whole_lines_end(p) == 0
+    p.write_bytes(b"ab\ncdef\n")
+    assert whole_lines_end(p) == 8
+    p.write_bytes(b"ab\ncdef\nghijklmnop-torn")
+    assert whole_lines_end(p) == 8
+
+
+def folder(
+    d: Path, recs: list[dict[str, object]], rows: list[str], report: dict[str, object]
+) -> None:
+    d.mkdir()
+    (d / "pages.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    (d / "links.tsv").write_text(HEADER + "\n" + "".join(r + "\n" for r in rows))
+    (d / "report.json").write_text(json.dumps(report))
+
+
+def test_links_follow_the_latest_fetch_and_totals_are_recounted(tmp_path: Path) -> None:
+    a, b = "http://a.test/", "http://a.test/b"
+
+    def r(url: str, at: str, status: int = 200, n: int = 10) -> dict[str, object]:
+        return {"url": url, "final_url": url, "status": status, "depth": 0, "bytes": n,
+                "fetched_at": at}  # fmt: skip
+
+    folder(
+        tmp_path / "x",
+        [r(a, "2026-01-01T00:00:01.000Z"), r(b, "2026-01-01T00:00:09.000Z", 404, 3)],
+        [f"{a}\t{b}\t\told\ta\t0\tqueued"],
+        {"totals": {"robots_disallowed": 2, "elapsed_s": 5.0}, "finished": True,
+         "robots": {"http://a.test": {"status": 200}}, "seeds": [a]},
+    )  # fmt: skip
+    folder(
+        tmp_path / "y",
+        [r(a, "2026-01-01T00:00:05.000Z")],  # a fetched again, later: its links come from y
+        [f"{a}\t{b}\t\tnew\ta\t0\tseen", f"{a}\thttp://c.test/\t\tc\ta\t0\tscope"],
+        {"totals": {"robots_disallowed": 1, "elapsed_s": 7.0}, "finished": False,
+         "traps": {"calendar": {"limit": 5, "count": 1, "urls": [b]}}, "seeds": [a]},
+    )  # fmt: skip
+    out = tmp_path / "m"
+    s = merge_folders([tmp_path / "x", tmp_path / "y"], out)
+    assert (s.records, s.superseded, s.links, s.torn) == (2, 1, 2, 0)
+    lines = (out / "pages.jsonl").read_text().splitlines()
+    assert [json.loads(x)["fetched_at"] for x in lines] == [
+        "2026-01-01T00:00:09.000Z",  # x's b (folder order, then file order)
+        "2026-01-01T00:00:05.000Z",  # y's a
+    ]
+    rows = (out / "links.tsv").read_text().splitlines()
+    assert rows[0] == HEADER and [x.split("\t")[3] for x in rows[1:]] == ["new", "c"]
+    rep = json.loads((out / "report.json").read_text())
+    t = rep["totals"]
+    assert (t["records"], t["ok"], t["bytes"], t["robots_disallowed"]) == (2, 1, 13, 3)
+    assert t["by_status"] == {"200": 1, "404": 1}
+    assert t["by_decision"] == {"seen": 1, "scope": 1}
+    assert t["by_verdict"]["excluded"] == 3 and t["elapsed_s"] == 7.0
+    assert rep["finished"] is False and rep["stop_reason"] == "merged"
+    assert rep["robots"] == {"http://a.test": {"status": 200}}
+    assert rep["traps"]["calendar"]["count"] == 1 and rep["seeds"] == [a]
