@@ -122,6 +122,17 @@ async def test_crawl_and_two_workers_fetch_every_url_once(
     robots = Counter(h.host for h in site.hits if h.path_qs == "/robots.txt")
     assert robots == dict.fromkeys(HOSTS, 1)  # once for the whole cluster
     assert all(list(o.glob("skitter-w*-*.warc.gz")) for o in outs)
+    # run again on their folders (resume): same worker ids, nothing left, nothing fetched
+    wid = json.loads((outs[1] / "worker.json").read_text())["worker_id"]
+    hits = len(site.hits)
+    again = [
+        await start_cli("worker", redis_server_own.url, "--out", str(outs[1]), "--crawl-id", "e2e"),
+        await start_cli("crawl", "--resume", "--out", str(outs[0])),
+    ]
+    for rc, _, err in await finish_all(again):
+        assert rc == 0, err
+    assert json.loads((outs[1] / "worker.json").read_text())["worker_id"] == wid
+    assert len(site.hits) == hits
 
 
 async def test_killed_worker_leases_go_to_others(
