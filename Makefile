@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install sysdeps demo test test-fast lint bench clean
+.PHONY: install sysdeps demo test test-fast lint bench bench-site clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,9 +34,16 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench demo
 	$(BIN)/mypy
 
-# Skitter vs Scrapy on ../shared/bench's synthetic web (bench/README.md); BENCH_POLITE=1: polite run
+# Skitter vs Scrapy, Crawlee, spider-rs on ../shared/bench's synthetic web, then vs wget on one
+# big site (bench-site; BENCH_SITE=0 skips it). BENCH_POLITE=1: the polite run alone. bench/README.md
 bench: $(STAMP)
-	bash bench/run_bench.sh
+	rc=0; bash bench/run_bench.sh || rc=$$?; \
+	if [ "$${BENCH_SITE:-1}" = 1 ] && [ "$${BENCH_POLITE:-0}" != 1 ]; then \
+	  bash bench/run_site.sh || rc=1; fi; exit $$rc
+
+# Skitter vs wget on one big site, Debian's rust-doc served by nginx (bench/README.md)
+bench-site: $(STAMP)
+	bash bench/run_site.sh
 
 clean:
 	rm -rf $(VENV) demo-out build *.egg-info src/*.egg-info

@@ -42,7 +42,8 @@ def main() -> int:
         if len(parts) < 5:
             continue
         end, rt, host = float(parts[0]), float(parts[1]), parts[2]
-        reqs[host].append((end - rt, end, parts[4].strip().strip('"')))
+        request = parts[4].split('" "')[0]  # then the content type and body size
+        reqs[host].append((end - rt, end, request.strip().strip('"')))
     if not reqs:
         print(f"no requests in {a.log}", file=sys.stderr)
         return 1

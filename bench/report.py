@@ -1,16 +1,22 @@
-"""Table and checks of one `make bench` run: Skitter vs Scrapy, ceilings, load, coverage.
+"""Table and checks of one `make bench` run: Skitter vs its peers, ceilings, load, coverage.
 
     python3 bench/report.py RESULTS_DIR
 
 RESULTS_DIR holds what bench/run_bench.sh left: manifest.json and urls.txt of the site, the
 result files of ../shared/bench/measure.py (skitter-*-rN.json, scrapy-*-rN.json, ceil-*.json,
 each with a .loadavg file: /proc/loadavg read right after the run), Skitter's output folders
-(skitter-*-rN/pages.jsonl) and Scrapy's page lists (scrapy-*-rN.urls, see bench/scrapy_urls.py).
+(skitter-*-rN/pages.jsonl), Scrapy's page lists (scrapy-*-rN.urls, see bench/scrapy_urls.py),
+Crawlee's (crawlee-*) and spider-rs's (spider-*) result files, and per crawler run the slice of
+nginx's access log it caused (*.access, see bench/accesslog.py).
 
 Checks, per run: the crawler exited 0; every URL of urls.txt was fetched with status 200
 (Skitter: pages.jsonl records with status 200 and no error; Scrapy: the URLs its spider was
 handed, fragment dropped); no other 200 than urls.txt and the site's ?ref= variants; no URL
 fetched twice; no transport errors; Scrapy's own "pages" equals the manifest's crawlable_200.
+From the access log, for every crawler: every URL of urls.txt answered 200 (a FAIL if not: the
+page set is incomplete), robots.txt requested for every host crawled, no URL requested twice,
+no 200 outside urls.txt and the ?ref= variants (robots-disallowed pages); for Skitter these are
+FAILs too, for the peers notes (their politeness is theirs; the table says what they did).
 Writes RESULTS_DIR/summary.md (what it prints) and summary.json; exits 1 if a check failed.
 """
 
@@ -25,6 +31,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urldefrag
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from accesslog import parse as parse_access
+
+PEERS = ("scrapy", "crawlee", "spider")
 RUN = re.compile(r"^(?P<label>.+)-r(?P<i>\d+)$")
 
 
@@ -41,8 +51,13 @@ def load_runs(rdir: Path) -> dict[str, list[dict[str, Any]]]:
         la = p.with_suffix(".loadavg")
         if la.exists():
             r["loadavg_after"] = float(la.read_text().split()[0])
+        if r.get("rate_to_last_page"):  # spider-rs: wall includes its 5 s watchdog tail
+            r["pages_per_s_wall"] = r.get("pages_per_s")
+            r["pages_per_s"] = round(r["rate_to_last_page"], 1)
         if r.get("pages") and r.get("cpu_s"):
             r["pages_per_cpu_s"] = round(r["pages"] / r["cpu_s"], 1)
+        if r.get("pages") and isinstance(r.get("output_bytes"), int):
+            r["out_bytes_per_page"] = round(r["output_bytes"] / r["pages"])
         if r.get("wall_s"):
             r["other_cores"] = round(r.get("other_cpu_s", 0.0) / r["wall_s"], 2)
         groups.setdefault(r.get("label") or m["label"], []).append(r)
@@ -78,7 +93,11 @@ COLS = [
     ("pages_per_s", "pages/s", 1),
     ("cpu_s", "CPU s", 1),
     ("pages_per_cpu_s", "pages/CPU-s", 1),
-    ("peak_rss_mb", "peak RSS MB", 1),
+    ("peak_rss_mb", "peak RSS MB (tree)", 1),
+    ("peak_pss_mb", "peak PSS MB (tree)", 1),
+    ("out_bytes_per_page", "output B/page", 0),
+    ("robots_requests", "robots.txt reqs", 0),
+    ("hosts_without_robots", "hosts w/o robots", 0),
     ("nginx_cpu_s", "nginx CPU s", 1),
     ("other_cpu_s", "other CPU s", 1),
     ("other_cores", "other cores busy", 2),
@@ -117,14 +136,15 @@ def check_skitter(r: dict[str, Any], rdir: Path, urls: set[str], variants: int) 
     ok: set[str] = set()
     errors: Counter[str] = Counter()
     samples: dict[str, str] = {}
-    for line in jsonl.open():
-        rec = json.loads(line)
-        seen[rec["url"]] += 1
-        if rec.get("error"):
-            errors[rec["error"]] += 1
-            samples.setdefault(rec["error"], f"{rec['url']}: {rec.get('error_detail')}")
-        elif rec.get("status") == 200:
-            ok.add(rec["url"])
+    with jsonl.open() as fh:
+        for line in fh:
+            rec = json.loads(line)
+            seen[rec["url"]] += 1
+            if rec.get("error"):
+                errors[rec["error"]] += 1
+                samples.setdefault(rec["error"], f"{rec['url']}: {rec.get('error_detail')}")
+            elif rec.get("status") == 200:
+                ok.add(rec["url"])
     missing = sorted(urls - ok)
     extra = sorted(u for u in ok - urls if "?ref=" not in u)
     dup = sorted(u for u, n in seen.items() if n > 1)
@@ -188,6 +208,54 @@ def check_scrapy(
     return problems
 
 
+def check_access(
+    r: dict[str, Any], rdir: Path, urls: set[str], port: int, start: str
+) -> tuple[list[str], list[str], list[str]]:
+    """(problems, politeness, info) of one run from its slice of nginx's access log
+    (``STEM.access``); sets r["robots_requests"], r["hosts_without_robots"], r["log_200"].
+    Problems: URLs of urls.txt never answered 200 (an incomplete page set). Politeness: hosts
+    crawled without a robots.txt request, URLs requested twice (Scrapy's start URL may be),
+    200s outside urls.txt and the ?ref= variants (robots-disallowed pages). Info: the counts."""
+    path = rdir / (r["stem"] + ".access")
+    if not path.exists():
+        return [], [], ["no access-log slice: page set not checked from the server side"]
+    req = parse_access(path, port)
+    ok = req.ok
+    no_robots = req.hosts - set(req.robots_hosts)
+    r["robots_requests"] = req.robots_requests
+    r["hosts_without_robots"] = len(no_robots)
+    r["log_200"] = len(ok)
+    r["log_requests"] = req.requests
+    problems: list[str] = []
+    notes: list[str] = []
+    missing = sorted(urls - ok)
+    if missing:
+        problems.append(
+            f"server log: {len(missing)} URLs of urls.txt never answered 200, e.g. {missing[:3]}"
+        )
+    if no_robots:
+        notes.append(
+            f"server log: {len(no_robots)} of {len(req.hosts)} hosts crawled without a "
+            f"robots.txt request, e.g. {sorted(no_robots)[:3]}"
+        )
+    dup = sorted(u for u, n in req.by_url.items() if n > (2 if u == start else 1))
+    if dup:
+        notes.append(f"server log: {len(dup)} URLs requested more than once, e.g. {dup[:3]}")
+    extra = sorted(u for u in ok - urls if "?ref=" not in u)
+    if extra:
+        notes.append(
+            f"server log: {len(extra)} pages of status 200 outside urls.txt and the "
+            f"?ref= variants (robots-disallowed), e.g. {extra[:3]}"
+        )
+    nreq = {k: v for k, v in sorted(req.by_status.items())}
+    info = (
+        f"server log: {req.requests:,} requests {nreq}, {len(ok):,} distinct URLs "
+        f"answered 200, robots.txt {req.robots_requests} requests for "
+        f"{len(req.robots_hosts)} hosts"
+    )
+    return problems, notes, [info]
+
+
 def main(rdir: Path) -> int:
     manifest = json.loads((rdir / "manifest.json").read_text())
     urls = set((rdir / "urls.txt").read_text().split())
@@ -195,8 +263,16 @@ def main(rdir: Path) -> int:
     mfile = rdir / "machine.json"
     machine = json.loads(mfile.read_text()) if mfile.exists() else {}
     sk = sorted(k for k in groups if k.startswith(("skitter", "polite")))
-    sc = sorted(k for k in groups if k.startswith("scrapy"))
+    peers = sorted(
+        (k for k in groups if k.startswith(PEERS)),
+        key=lambda k: [k.startswith(p) for p in PEERS].index(True),
+    )
     ce = sorted(k for k in groups if k.startswith("ceil-"))
+    # the server-side checks first: they fill table columns (robots.txt requests)
+    access: dict[str, tuple[list[str], list[str], list[str]]] = {}
+    for k in sk + peers:
+        for r in groups[k]:
+            access[r["stem"]] = check_access(r, rdir, urls, manifest["port"], manifest["start"])
     lines = [f"# Benchmark {rdir.name}", ""]
     if machine:
         lines += ["Machine: " + ", ".join(f"{k} {v}" for k, v in machine.items()), ""]
@@ -208,57 +284,91 @@ def main(rdir: Path) -> int:
         "",
         "## Crawlers (median of runs; pages = responses of status 200)",
         "",
-        *table([(k, groups[k]) for k in sk + sc], per_run=False),
+        *table([(k, groups[k]) for k in sk + peers], per_run=False),
         "",
+        "Peak RSS/PSS: the largest sum over the crawler's whole process tree, sampled every "
+        "0.2 s (RSS counts pages shared by forked processes once per process; PSS splits "
+        "them). Output: all bytes the crawler wrote (Scrapy and spider-rs keep nothing; "
+        "Crawlee its ./storage). robots.txt requests and hosts crawled without one: from "
+        "nginx's access log.",
     ]
-    summary: dict[str, Any] = {"site": manifest, "machine": machine, "medians": {}, "checks": {}}
-    for k in sk + sc + ce:
+    if any(k.startswith("spider") for k in peers):
+        lines.append(
+            "spider-rs: pages/s up to its last page (it does not return after the "
+            "crawl: a watchdog ends it 5 s after the last page; wall s includes that)."
+        )
+    lines.append("")
+    summary: dict[str, Any] = {
+        "site": manifest,
+        "machine": machine,
+        "medians": {},
+        "checks": {},
+        "notes": {},
+    }
+    for k in sk + peers + ce:
         summary["medians"][k] = {c: med(groups[k], c) for c, _, _ in COLS}
-    if sk and sc:
-        b = groups[sc[0]]
-        lines += [f"Ratio Skitter / {sc[0]} (medians):", ""]
+    if sk and peers:
+        keys = ("pages_per_s", "pages_per_cpu_s", "cpu_s", "peak_rss_mb", "out_bytes_per_page")
+        lines += ["Ratio Skitter / peer (medians):", ""]
         lines += [
-            "| Skitter | pages/s | pages/CPU-s | wall s | CPU s | peak RSS |",
-            "|---|---|---|---|---|---|",
+            "| Skitter | peer | pages/s | pages/CPU-s | CPU s | peak RSS | output B/page |",
+            "|---|---|---|---|---|---|---|",
         ]
         summary["ratios"] = {}
         for k in sorted(sk, key=processes_of, reverse=True):
-            ratio = {}
-            for key in ("pages_per_s", "pages_per_cpu_s", "wall_s", "cpu_s", "peak_rss_mb"):
-                x, y = med(groups[k], key), med(b, key)
-                ratio[key] = round(x / y, 2) if x is not None and y else None
-            cells = " | ".join(f"{fmt(v, 2)}×" for v in ratio.values())
-            lines.append(f"| {k} | {cells} |")
-            summary["ratios"][k] = ratio
-            summary.setdefault("ratio", ratio)  # the run with the most processes
+            for p in peers:
+                ratio = {}
+                for key in keys:
+                    x, y = med(groups[k], key), med(groups[p], key)
+                    ratio[key] = round(x / y, 2) if x is not None and y else None
+                cells = " | ".join(f"{fmt(v, 2)}×" for v in ratio.values())
+                lines.append(f"| {k} | {p} | {cells} |")
+                summary["ratios"][f"{k}/{p}"] = ratio
         lines.append("")
     if ce:
         lines += ["## Ceilings (../shared/bench/run_ceilings.sh, same run)", ""]
         lines += table([(k, groups[k]) for k in ce], per_run=False)
         if sk:
-            top = max(sk, key=processes_of)
-            s = med(groups[top], "pages_per_s")
-            lines += [""] + [
-                f"- {top} reaches {100 * s / c:.0f}% of {k} ({fmt(c)} pages/s)"
-                for k in ce
-                if s and (c := med(groups[k], "pages_per_s"))
-            ]
+            lines.append("")
+            for top in sk:
+                s = med(groups[top], "pages_per_s")
+                lines += [
+                    f"- {top} reaches {100 * s / c:.0f}% of {k} ({fmt(c)} pages/s)"
+                    for k in ce
+                    if s and (c := med(groups[k], "pages_per_s"))
+                ]
         lines.append("")
     lines += ["## Every run, in the order run (load = 1-min loadavg)", ""]
-    order = sorted((r for k in sk + sc + ce for r in groups[k]), key=lambda r: r.get("t", 0))
+    order = sorted((r for k in sk + peers + ce for r in groups[k]), key=lambda r: r.get("t", 0))
     lines += table([("", order)], per_run=True)
     lines += ["", "## Coverage checks", ""]
     failed = False
-    for k in sk + sc:
+    for k in sk + peers:
         for r in groups[k]:
-            if k in sk:
+            log_problems, politeness, notes = access[r["stem"]]
+            if k in sk:  # Skitter: impolite is a failure
                 probs = check_skitter(r, rdir, urls, manifest["variants"])
-            else:
+                probs += log_problems + politeness
+            elif k.startswith("scrapy"):  # a peer's politeness is its own: reported
                 probs = check_scrapy(r, rdir, urls, manifest["crawlable_200"], manifest["start"])
+                probs += log_problems
+                notes = politeness + notes
+            else:
+                probs = list(log_problems)
+                notes = politeness + notes
+                if r.get("exit") not in (0, None):
+                    probs.append(f"exit status {r.get('exit')}")
+                if r.get("pages") != manifest["crawlable_200"]:
+                    notes.append(
+                        f"its own count: {r.get('pages')} pages of status 200, the "
+                        f"manifest has {manifest['crawlable_200']}"
+                    )
             summary["checks"][r["stem"]] = probs
+            summary["notes"][r["stem"]] = notes
             failed |= bool(probs)
             lines.append(f"- {r['stem']}: " + ("PASS" if not probs else "FAIL"))
             lines += [f"  - {p}" for p in probs]
+            lines += [f"  - note: {n}" for n in notes]
     lines.append("")
     text = "\n".join(lines)
     print(text)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `make bench`: Skitter vs Scrapy on the shared synthetic web, in one run. See bench/README.md.
+# `make bench`: Skitter vs Scrapy, Crawlee and spider-rs on the shared synthetic web, in one run.
+# See bench/README.md.
 #
 #   bash bench/run_bench.sh                      # 200 hosts x 50 pages, 3 runs each, + ceilings
 #   BENCH_HOSTS=20 BENCH_PAGES=20 BENCH_RUNS=1 bash bench/run_bench.sh      # a quick run
@@ -8,6 +9,8 @@
 # Environment (defaults in brackets):
 #   BENCH_HOSTS [200], BENCH_PAGES [50]   site size (seed 1);  BENCH_RUNS [3]  runs per tool
 #   BENCH_PORT [8080]   nginx port on 127.0.0.1;   BENCH_CONCURRENCY [128]
+#   BENCH_TOOLS ["skitter skitter-nowarc scrapy crawlee spider"]  the crawlers, run in this order
+#   BENCH_PROCESSES [nproc]  Skitter's --processes; a list ("2 1") gives one row each
 #   BENCH_CEILINGS [1]  also run ../shared/bench/run_ceilings.sh;  BENCH_WRK_SECONDS [20]
 #   BENCH_POLITE [0]    1 = polite variant only: BENCH_POLITE_HOSTS [5] x BENCH_POLITE_PAGES [20],
 #                       --delay BENCH_POLITE_DELAY [1], gaps from nginx's access log
@@ -16,7 +19,8 @@
 #   SHARED_BENCH [../shared/bench]   the shared scripts (beside the repository, also in CI)
 # Results: bench/results/<UTC time>-<full|polite>/ (git-ignored), bench/results/latest[-polite].
 # Every process started here is stopped on exit, success or failure: nginx by serve.sh stop,
-# a measured command still running by its process group.
+# a measured command still running by its process group. nginx logs every request (format in
+# bench/accesslog.py); each crawler run gets its slice of the log (RESULTS/TAG.access).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SHARED=${SHARED_BENCH:-../shared/bench}
@@ -26,7 +30,13 @@ CEILINGS=${BENCH_CEILINGS:-1}; WRK_SECONDS=${BENCH_WRK_SECONDS:-20}
 POLITE=${BENCH_POLITE:-0}; KEEP=${BENCH_KEEP:-0}
 PROCS=${BENCH_PROCESSES:-$(nproc)}  # Skitter's --processes; a list ("2 1") runs each in turn
 SKITTER_PY=${SKITTER_PY:-.venv/bin/python}
-BVENV=bench/.venv-scrapy
+BVENV=bench/.venv-scrapy    # Scrapy + the ceilings' aiohttp/selectolax (requirements-scrapy.txt)
+CVENV=bench/.venv-crawlee   # Crawlee for Python (requirements-crawlee.txt)
+TOOLS=" ${BENCH_TOOLS:-skitter skitter-nowarc scrapy crawlee spider} "
+has() { [[ "$TOOLS" == *" $1 "* ]]; }
+for t in $TOOLS; do
+  case $t in skitter|skitter-nowarc|scrapy|crawlee|spider) ;; *) echo "bench: unknown BENCH_TOOLS entry '$t'" >&2; exit 2 ;; esac
+done
 MARK="# synthweb-bench begin"
 
 die() { echo "bench: $*" >&2; exit 1; }
@@ -39,6 +49,10 @@ need=()
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx)
 [ -x /usr/bin/time ] || need+=(time)            # measure.py runs GNU `time -v`, not the shell's
 [ "$POLITE" = 1 ] || [ "$CEILINGS" != 1 ] || command -v wrk >/dev/null 2>&1 || need+=(wrk)
+if [ "$POLITE" != 1 ] && has spider; then  # spider-rs through its Node binding
+  command -v node >/dev/null 2>&1 || need+=(nodejs)
+  command -v npm >/dev/null 2>&1 || need+=(npm)
+fi
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "bench: installing ${need[*]}"
@@ -60,13 +74,24 @@ mkdir -p bench/results
 exec 9>bench/results/.lock
 flock -n 9 || die "another 'make bench' is running (lock bench/results/.lock)"
 
-if [ "$POLITE" != 1 ]; then  # Scrapy, aiohttp and selectolax, apart from Skitter's venv
-  if [ ! -f "$BVENV/.installed" ] || [ bench/requirements-scrapy.txt -nt "$BVENV/.installed" ]; then
-    echo "bench: creating $BVENV"
-    python3 -m venv "$BVENV"
-    "$BVENV/bin/pip" install -q --upgrade pip
-    "$BVENV/bin/pip" install -q -r bench/requirements-scrapy.txt
-    touch "$BVENV/.installed"
+[ "$POLITE" = 1 ] || ! has spider || [ "$PORT" = 8080 ] || die "../shared/bench/spider_bench.js names port 8080: with BENCH_PORT=$PORT leave spider out of BENCH_TOOLS"
+venv() {  # DIR REQUIREMENTS: a bench-only venv, remade when the requirements change
+  if [ ! -f "$1/.installed" ] || [ "$2" -nt "$1/.installed" ]; then
+    echo "bench: creating $1 from $2"
+    rm -rf "$1"
+    python3 -m venv "$1"
+    "$1/bin/pip" install -q --upgrade pip
+    "$1/bin/pip" install -q -r "$2"
+    touch "$1/.installed"
+  fi
+}
+if [ "$POLITE" != 1 ]; then  # the peers, apart from Skitter's venv
+  venv "$BVENV" bench/requirements-scrapy.txt  # Scrapy, and aiohttp + selectolax for the ceilings
+  if has crawlee; then venv "$CVENV" bench/requirements-crawlee.txt; fi
+  if has spider && { [ ! -f bench/node_modules/.package-lock.json ] ||
+                     [ bench/package-lock.json -nt bench/node_modules/.package-lock.json ]; }; then
+    echo "bench: npm ci in bench/ (spider-rs, pinned by bench/package-lock.json)"
+    (cd bench && npm ci --no-audit --no-fund --loglevel=error)
   fi
 fi
 
@@ -76,8 +101,12 @@ stop_child() {
   [ -n "$child" ] || return 0
   if kill -0 "$child" 2>/dev/null; then
     echo "bench: stopping process group $child" >&2
-    kill -INT -- "-$child" 2>/dev/null || kill -INT "$child" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$child" 2>/dev/null || break; sleep 0.2; done
+    # INT (a crawler's graceful stop), then TERM (INT is ignored when started in the background
+    # of a non-interactive shell), then KILL, to the whole process group
+    for sig in INT TERM; do
+      kill "-$sig" -- "-$child" 2>/dev/null || kill "-$sig" "$child" 2>/dev/null || true
+      for _ in $(seq 25); do kill -0 "$child" 2>/dev/null || break; sleep 0.2; done
+    done
     kill -KILL -- "-$child" 2>/dev/null || true
   fi
   child=""
@@ -121,18 +150,18 @@ SITE=$work/synthweb
 echo "bench: $mode run, $HOSTS hosts x $PAGES pages, results in $rdir"
 python3 "$SHARED/synthweb.py" --hosts "$HOSTS" --pages "$PAGES" --seed 1 --out "$SITE" --port "$PORT"
 cp "$SITE/manifest.json" "$SITE/urls.txt" "$rdir/"
-if [ "$POLITE" = 1 ]; then
-  # synthweb's nginx.conf has `access_log off`: no request log to measure gaps from. Log every
-  # request with its end time ($msec) and duration ($request_time), in this run's SITE only.
-  python3 - "$SITE/nginx.conf" <<'EOF'
+# synthweb's nginx.conf has `access_log off`. Log every request with its end time ($msec),
+# duration ($request_time), host and status, in this run's SITE only: the polite run's gaps and
+# every crawler's page set and robots.txt requests come from it (bench/accesslog.py).
+python3 - "$SITE/nginx.conf" <<'EOF'
 import sys
+sys.path.insert(0, "bench")
+from accesslog import LOG_FORMAT
 p = sys.argv[1]
 conf = open(p).read()
-fmt = "log_format bench '$msec $request_time $host $status \"$request\"';\n    access_log access.log bench;"
 assert "access_log off;" in conf, "nginx.conf: no 'access_log off;' to replace"
-open(p, "w").write(conf.replace("access_log off;", fmt))
+open(p, "w").write(conf.replace("access_log off;", LOG_FORMAT + "\n    access_log access.log bench;"))
 EOF
-fi
 # Skitter's code, frozen for the whole run: src/ is an editable install that other work may
 # change during the ~20 minutes (BENCH_SNAPSHOT=0 runs the live working tree instead).
 SKITTER_SRC=$(pwd)/src
@@ -145,12 +174,22 @@ got=$(env PYTHONPATH="$SKITTER_SRC" "$SKITTER_PY" -c 'import skitter; print(skit
 [ "$got" = "$SKITTER_SRC/skitter/__init__.py" ] || die "skitter imports from $got, not $SKITTER_SRC"
 commit=$(git describe --always --dirty 2>/dev/null || echo unknown)
 src_sha=$(cd "$SKITTER_SRC" && find skitter -name '*.py' -print0 | sort -z | xargs -0 sha1sum | sha1sum | cut -c1-12)
-python3 - "$rdir/machine.json" "$SKITTER_PY" "$BVENV/bin/python" "$commit" "$src_sha" <<'EOF'
+python3 - "$rdir/machine.json" "$SKITTER_PY" "$BVENV/bin/python" "$commit" "$src_sha" "$CVENV/bin/python" <<'EOF'
 import json, os, platform, subprocess, sys, time
 def ver(py, mod):
     try:
-        return subprocess.run([py, "-c", f"import {mod}; print({mod}.__version__)"],
+        return subprocess.run([py, "-c", f"import importlib.metadata as m; print(m.version({mod!r}))"],
                               capture_output=True, text=True, timeout=60).stdout.strip() or None
+    except OSError:
+        return None
+def npm_ver(pkg):
+    try:
+        return json.load(open(f"bench/node_modules/{pkg}/package.json"))["version"]
+    except (OSError, ValueError, KeyError):
+        return None
+def node_ver():
+    try:
+        return subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip() or None
     except OSError:
         return None
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
@@ -159,6 +198,8 @@ m = dict(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), cpus=os.cpu_co
          kernel=platform.release(), python=platform.python_version(),
          skitter=ver(sys.argv[2], "skitter"), skitter_commit=sys.argv[4],
          skitter_src_sha1=sys.argv[5], scrapy=ver(sys.argv[3], "scrapy"),
+         crawlee=ver(sys.argv[6], "crawlee"), spider_rs=npm_ver("@spider-rs/spider-rs"),
+         node=node_ver(),
          loadavg_start=open("/proc/loadavg").read().split()[0])
 json.dump(m, open(sys.argv[1], "w"), indent=1)
 print("bench: machine", json.dumps(m))
@@ -169,10 +210,14 @@ start=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["start"]
 
 measure() {  # TAG LABEL CMD...: one run measured by measure.py, load read right after it
   local tag=$1 label=$2; shift 2
-  local rc=0
+  local rc=0 off0 off1
+  off0=$(stat -c %s "$SITE/access.log" 2>/dev/null || echo 0)
   run python3 "$SHARED/measure.py" --site "$SITE" --out "$rdir/$tag.json" --label "$label" -- "$@" \
     > "$rdir/$tag.log" 2>&1 || rc=$?
   cut -d' ' -f1-3 /proc/loadavg > "$rdir/$tag.loadavg"
+  # nginx writes a request's line when it ends: all of this run's requests are in by now
+  off1=$(stat -c %s "$SITE/access.log" 2>/dev/null || echo 0)
+  tail -c "+$((off0 + 1))" "$SITE/access.log" 2>/dev/null | head -c "$((off1 - off0))" > "$rdir/$tag.access" || true
   [ "$rc" = 0 ] || { tail -n 20 "$rdir/$tag.log" >&2; die "measure.py failed for $tag"; }
   echo "$tag: $(python3 -c '
 import json, sys
@@ -181,10 +226,16 @@ print("pages %s, wall %.1f s, %s pages/s, CPU %.1f s, peak RSS %s MB, exit %s, l
       % (r.get("pages"), r["wall_s"], r.get("pages_per_s"), r["cpu_s"], r["peak_rss_mb"],
          r.get("exit"), r["loadavg_before"]))' "$rdir/$tag.json")"
 }
-skitter_run() {  # TAG LABEL DELAY PROCESSES
-  measure "$1" "$2" env PYTHONPATH="$SKITTER_SRC" "$SKITTER_PY" bench/skitter_bench.py \
-    --site "$SITE" --out "$rdir/$1" \
-    --concurrency "$CONC" --delay "$3" --processes "$4"
+skitter_run() {  # TAG LABEL DELAY PROCESSES [-- extra crawl flags]
+  local tag=$1 label=$2 delay=$3 procs=$4; shift 4
+  measure "$tag" "$label" env PYTHONPATH="$SKITTER_SRC" "$SKITTER_PY" bench/skitter_bench.py \
+    --site "$SITE" --out "$rdir/$tag" \
+    --concurrency "$CONC" --delay "$delay" --processes "$procs" "$@"
+}
+peer_run() {  # TAG LABEL CMD...: a peer in its own working folder (its output) under $work
+  local tag=$1 label=$2; shift 2
+  measure "$tag" "$label" python3 bench/treewatch.py --cwd "$work/$tag" -- "$@"
+  rm -rf "${work:?}/$tag"
 }
 trim_skitter_out() {  # keep pages.jsonl, report.json, state: the WARC, links.tsv, shards are large
   [ "$KEEP" = 1 ] || rm -rf "$1"/*.warc.gz "$1"/links.tsv "$1"/frontier.sqlite* "$1"/shards
@@ -202,13 +253,30 @@ if [ "$POLITE" = 1 ]; then
   python3 bench/polite_gaps.py "$rdir/access.log" --delay "$DELAY" | tee -a "$rdir/gaps.md" || rc=1
   trim_skitter_out "$rdir/polite-skitter-d$DELAY-r1"
 else
-  for i in $(seq "$RUNS"); do  # alternating, so drift in the machine's load hits both alike
-    for n in $PROCS; do
-      skitter_run "skitter-p$n-c$CONC-r$i" "skitter-p$n-c$CONC" 0 "$n"
-    done
-    measure "scrapy-c$CONC-r$i" "scrapy-c$CONC" env BENCH_URLS="$rdir/scrapy-c$CONC-r$i.urls" \
-      SHARED_BENCH="$SHARED" "$BVENV/bin/python" bench/scrapy_urls.py --start "$start" \
-      --concurrency "$CONC"
+  here=$(pwd)
+  for i in $(seq "$RUNS"); do  # alternating, so drift in the machine's load hits all alike
+    if has skitter; then
+      for n in $PROCS; do
+        skitter_run "skitter-p$n-c$CONC-r$i" "skitter-p$n-c$CONC" 0 "$n"
+      done
+    fi
+    if has skitter-nowarc; then
+      n=${PROCS%% *}
+      skitter_run "skitter-p$n-c$CONC-nowarc-r$i" "skitter-p$n-c$CONC-nowarc" 0 "$n" -- --no-warc
+    fi
+    if has scrapy; then
+      peer_run "scrapy-c$CONC-r$i" "scrapy-c$CONC" env BENCH_URLS="$here/$rdir/scrapy-c$CONC-r$i.urls" \
+        SHARED_BENCH="$SHARED" "$here/$BVENV/bin/python" "$here/bench/scrapy_urls.py" \
+        --start "$start" --concurrency "$CONC"
+    fi
+    if has crawlee; then
+      peer_run "crawlee-c$CONC-r$i" "crawlee-c$CONC" "$here/$CVENV/bin/python" \
+        "$SHARED/crawlee_bench.py" "$start" "$CONC"
+    fi
+    if has spider; then  # the shared script, unchanged; its require() finds bench/node_modules
+      peer_run "spider-r$i" "spider" env NODE_PATH="$here/bench/node_modules" \
+        node "$SHARED/spider_bench.js" "$start" "$SITE/hosts.txt"
+    fi
   done
   if [ "$CEILINGS" = 1 ]; then
     echo "bench: ceilings (wrk, aiohttp fetch-only, aiohttp + selectolax), $RUNS runs each"
@@ -218,7 +286,7 @@ else
   echo
   python3 bench/report.py "$rdir" || rc=$?
   for i in $(seq "$RUNS"); do
-    for n in $PROCS; do trim_skitter_out "$rdir/skitter-p$n-c$CONC-r$i"; done
+    for d in "$rdir"/skitter-*-r"$i"; do if [ -d "$d" ]; then trim_skitter_out "$d"; fi; done
   done
 fi
 echo

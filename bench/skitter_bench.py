@@ -11,10 +11,12 @@ All hosts share 127.0.0.1, so --ip-concurrency is raised to --concurrency (the d
 cap of 4 would throttle the crawl).
 
 --processes N (default: the number of cores) is passed on. While the crawl
-runs, the resident memory of its whole process tree (the coordinator and its crawler
-processes) is sampled from /proc every 0.2 s: peak_rss_mb is the largest SUM over the tree
-(pages shared by the forked processes are counted once per process, so this over-counts),
-largest_process_rss_mb the largest single process (GNU time's figure).
+runs, the memory of its whole process tree (the coordinator and its crawler processes) is
+sampled from /proc every 0.2 s by bench/treewatch.py's Sampler: peak_rss_mb is the largest SUM
+of RSS over the tree (pages shared by the forked processes are counted once per process, so
+this over-counts), peak_pss_mb the largest sum of PSS (shared pages split between sharers),
+largest_process_rss_mb the largest single process (GNU time's figure). output_bytes is the
+size of everything the crawl wrote in DIR (WARC, links.tsv, pages.jsonl, frontier, shards).
 
 Afterwards writes {"pages": N, ...} to $BENCH_OUT (N = records of DIR/pages.jsonl with status
 200, the figure Scrapy's "pages" counts) and exits with Skitter's exit code.
@@ -25,57 +27,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import threading
 from collections import Counter
 from pathlib import Path
 
-PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
-
-
-def tree(pid: int) -> list[int]:
-    """``pid`` and all its descendants (from /proc/PID/task/TID/children)."""
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        try:
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children") as fh:
-                    todo.extend(int(c) for c in fh.read().split())
-        except OSError:
-            continue
-    return out
-
-
-def rss_kb(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/statm") as fh:
-            return int(fh.read().split()[1]) * PAGE_KB
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
-def run_sampled(cmd: list[str]) -> tuple[int, int, int]:
-    """Run ``cmd``; returns (exit code, peak tree RSS kB, peak single-process RSS kB)."""
-    proc = subprocess.Popen(cmd)
-    peak_sum = peak_one = 0
-    done = threading.Event()
-
-    def sample() -> None:
-        nonlocal peak_sum, peak_one
-        while not done.wait(0.2):
-            sizes = [rss_kb(p) for p in tree(proc.pid)]
-            peak_sum = max(peak_sum, sum(sizes))
-            peak_one = max(peak_one, max(sizes, default=0))
-
-    t = threading.Thread(target=sample, daemon=True)
-    t.start()
-    rc = proc.wait()
-    done.set()
-    t.join()
-    return rc, peak_sum, peak_one
+from treewatch import output_size, run_sampled  # bench/treewatch.py, beside this script
 
 
 def skitter_cmd() -> list[str]:
@@ -116,7 +72,8 @@ def main() -> int:
         "--quiet",
         *extra,
     ]  # fmt: skip
-    rc, peak_sum_kb, peak_one_kb = run_sampled(cmd)
+    rc, memory = run_sampled(cmd)
+    out_bytes, out_files = output_size([a.out])
     pages, statuses, errors = 0, Counter[str](), Counter[str]()
     jsonl = a.out / "pages.jsonl"
     if jsonl.exists():
@@ -137,8 +94,9 @@ def main() -> int:
         skitter_exit=rc,
         hosts=len(hosts),
         processes=a.processes,
-        peak_rss_mb=round(peak_sum_kb / 1024, 1),
-        largest_process_rss_mb=round(peak_one_kb / 1024, 1),
+        output_bytes=out_bytes,
+        output_files=out_files,
+        **memory,
     )
     print(json.dumps(res))
     if os.environ.get("BENCH_OUT"):

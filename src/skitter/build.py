@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from skitter import __version__
 from skitter.checklinks import ANCHORS_FILE, AnchorsWriter, CheckPolicy
+from skitter.deadlines import DeadlineEstimator, DeadlineFetcher
 from skitter.errors import ConfigError, StateError
 from skitter.export.links import LinksWriter
 from skitter.export.pages import PagesWriter
 from skitter.export.warc import WarcWriter
 from skitter.fetch.aiohttp import AiohttpFetcher
+from skitter.fetch.base import Fetcher
 from skitter.frontier.base import Frontier
 from skitter.lease_policy import FetchPolicy, LeasePolicy
 from skitter.links import extract
@@ -32,6 +34,7 @@ from skitter.state import (
     prepare_new_out_dir,
     save_state,
 )
+from skitter.typefocus import Focus, NoFocus, focus_port
 from skitter.urls import canonicalize
 
 __all__ = ["Components", "build_components", "default_peers", "lease_policy"]
@@ -57,6 +60,12 @@ class Components:
     bot_token: str | None = None
     extract_resources: bool = False
     extract_ids: bool = False
+    #: file-type focus port (:mod:`skitter.typefocus`); the plain crawl by default.
+    focus: Focus = field(default_factory=NoFocus)
+    #: the fetcher for pages (type focus, adaptive deadlines); None = ``fetcher``.
+    page_fetcher: Fetcher | None = None
+    #: ``--timeout auto`` (:mod:`skitter.deadlines`), or None.
+    deadlines: DeadlineEstimator | None = None
 
     def extract(
         self, body: bytes, url: str, content_type: str | None, x_robots: Sequence[str]
@@ -98,6 +107,7 @@ class Components:
                     self.anchors.close()
                 if self.warc is not None:
                     self.warc.close()
+                self.focus.close()
 
 
 def default_peers(settings: CrawlSettings) -> Peers:
@@ -118,6 +128,10 @@ def lease_policy(settings: CrawlSettings, clock: Callable[[], float]) -> LeasePo
     if not settings.extract_links:
         return FetchPolicy()
     if not settings.check_links:
+        if settings.quality.since_dir:  # a recrawl: conditional requests (skitter.recrawl)
+            from skitter.recrawl import RecrawlPolicy, load_previous
+
+            return RecrawlPolicy(load_previous(settings.quality.since_dir))
         return LeasePolicy()
     seeds = [u for u in (canonicalize(s) for s in settings.seeds) if u is not None]
     policy = CheckPolicy(settings, seeds, clock=clock)
@@ -215,6 +229,16 @@ async def build_components(
         clock=time.time,
         ignore=p.ignore_robots,
     )
+    focus = focus_port(settings)
+    f = settings.focus
+    deadlines = (
+        DeadlineEstimator(
+            settings.fetch.read_timeout_s,
+            floor_s=min(f.timeout_floor_s, settings.fetch.read_timeout_s),
+        )
+        if f.timeout_auto
+        else None
+    )
     warc = (
         WarcWriter(
             str(warc_dir or out_dir),
@@ -240,4 +264,9 @@ async def build_components(
         bot_token=product_token(settings.fetch.user_agent),
         extract_resources=settings.check_links and settings.check_resources,
         extract_ids=settings.check_fragments,
+        focus=focus,
+        page_fetcher=focus.page_fetcher(
+            DeadlineFetcher(fetcher, deadlines) if deadlines else fetcher
+        ),
+        deadlines=deadlines,
     )

@@ -13,21 +13,23 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from skitter.checklinks.verdicts import record_verdict
 from skitter.events import CrawlHooks
 from skitter.frontier.routing import add_routed
 from skitter.lease_policy import LeasePolicy
 from skitter.peers import Meta, Peers
-from skitter.settings import CrawlSettings
+from skitter.settings import CrawlSettings, QualitySettings
 from skitter.stats import Stats
 from skitter.traps import TrapGuard
 
 if TYPE_CHECKING:
     from skitter.build import Components
+    from skitter.duplicates import DuplicateStage
     from skitter.export.pages import PageRecord
     from skitter.models import Request
+    from skitter.recrawl import Recrawl
 
 __all__ = ["MAX_REPORTED_URLS", "CrawlContext", "RobotsNotes"]
 
@@ -58,6 +60,11 @@ class CrawlContext:
     Attributes:
         stats: the counters (replaced by resume reconciliation with the checkpointed ones).
         clock: seconds (epoch) for politeness schedules.
+        quality: the duplicate / sitemap / order settings in force (all off for link
+            checking).
+        dups: the duplicate-page stage (:mod:`skitter.duplicates`), None when off.
+        recrawl: the previous crawl of ``--since`` (:mod:`skitter.recrawl`), or None.
+        sitemap_stats: the report.json ``sitemaps`` block once the sitemaps are read.
     """
 
     settings: CrawlSettings
@@ -70,12 +77,22 @@ class CrawlContext:
     policy: LeasePolicy
     peers: Peers
     robots_notes: RobotsNotes
+    quality: QualitySettings = field(default_factory=QualitySettings)
+    dups: DuplicateStage | None = None
+    recrawl: Recrawl | None = None
+    sitemap_stats: dict[str, Any] = field(default_factory=dict)
 
     def write_record(self, rec: PageRecord, host: str) -> None:
         """Append ``rec`` to pages.jsonl and count it (``host``: its politeness key)."""
         self.components.pages.write(rec)
+        if self.recrawl is not None:
+            self.recrawl.note(rec.url, rec.status, rec.sha1)
         first = rec.redirects[0].status if rec.redirects else None
-        verdict = record_verdict(rec.status, rec.error, rec.error_detail, first)
+        verdict = (
+            "excluded"  # a decision of the file-type focus, not a failure
+            if rec.error == "rejected_type"
+            else record_verdict(rec.status, rec.error, rec.error_detail, first)
+        )
         self.stats.count_record(host, rec.depth, rec.status, rec.error, rec.bytes, verdict)
 
     async def add(

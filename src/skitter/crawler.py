@@ -22,19 +22,24 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from skitter.autotune import AutoLimit, FixedLimit, concurrency_limit
 from skitter.context import CrawlContext, RobotsNotes
+from skitter.duplicates import DuplicateStage
 from skitter.errors import FrontierError
 from skitter.events import CrawlHooks
 from skitter.lease_policy import LeasePolicy
-from skitter.models import Lease, Response
+from skitter.models import Lease, Request, Response
 from skitter.peers import Peers
 from skitter.recovery import reconcile
+from skitter.recrawl import RecrawlPolicy
 from skitter.reporting import build_report, write_report
 from skitter.settings import CrawlSettings
+from skitter.sitemap_phase import read_sitemaps
 from skitter.state import CHECKPOINT_FILE, atomic_write_json
 from skitter.stats import Stats, StatsSnapshot
 from skitter.traps import TrapGuard
@@ -73,6 +78,8 @@ class Crawler:
             :class:`skitter.shard_peers.ShardPeers`).
         policy: the mode's lease policy (default: :func:`skitter.build.lease_policy` of
             ``settings``; link checking: :class:`skitter.checklinks.CheckPolicy`).
+        limit: the limit on fetches in flight (default:
+            :func:`skitter.autotune.concurrency_limit` of ``settings``).
 
     Raises (on enter): :class:`skitter.errors.StateError` for an unusable output folder,
     :class:`skitter.errors.ConfigError` for bad settings.
@@ -86,6 +93,7 @@ class Crawler:
         clock: Callable[[], float] = time.time,
         peers: Peers | None = None,
         policy: LeasePolicy | None = None,
+        limit: FixedLimit | AutoLimit | None = None,
     ) -> None:
         from skitter.build import default_peers, lease_policy
 
@@ -95,9 +103,18 @@ class Crawler:
         self.clock = clock
         self.out_dir = Path(settings.out_dir)
         self.policy: LeasePolicy = policy if policy is not None else lease_policy(settings, clock)
+        # fetches in flight: --concurrency N or auto (skitter.autotune)
+        self.limit = limit if limit is not None else concurrency_limit(settings)
+        self._peak = 0
         self._stats = Stats()
         self._traps = TrapGuard(settings.scope)
         self._notes = RobotsNotes()
+        q = settings.quality
+        if settings.check_links:  # link checking judges links, not content
+            q = replace(q, dedup="off", sitemaps="off", sitemap_urls=(), order="bfs")
+        elif not settings.extract_links:  # skitter fetch: the seeds only
+            q = replace(q, sitemaps="off", sitemap_urls=(), order="bfs")
+        self._quality = q
         self._ctx: CrawlContext | None = None
         self._worker: Worker | None = None
         self._inflight: set[asyncio.Task[None]] = set()
@@ -137,6 +154,9 @@ class Crawler:
             policy=self.policy,
             peers=peers,
             robots_notes=self._notes,
+            quality=self._quality,
+            dups=DuplicateStage(self._quality),
+            recrawl=self.policy.recrawl if isinstance(self.policy, RecrawlPolicy) else None,
         )
         self._worker = Worker(ctx)
         try:
@@ -245,10 +265,15 @@ class Crawler:
         self._started = time.monotonic()
         self._last_checkpoint = self._last_report = self._started
         await worker.add_seeds([*self.settings.seeds, *seeds])
-        limit = self.settings.politeness.concurrency
+        if ctx.recrawl is not None:  # every previous page is asked again
+            prev = [p for p in ctx.recrawl.revisits() if not peers.is_foreign(p.url)]
+            await ctx.add([Request(url=p.url, depth=p.depth) for p in prev])
+        await read_sitemaps(ctx, worker, self._checkpoint)
+        limit = self.limit
         max_pages = self.settings.max_pages
         await peers.start(ctx.stats.ok)
         peers_task = asyncio.create_task(peers.run())
+        limit_task = asyncio.create_task(limit.run(self._take_peak, self.wake))
         try:
             while True:
                 if self._stopping:
@@ -257,7 +282,7 @@ class Crawler:
                     self._stop_reason = "max_pages"
                     break
                 lease: Lease | None = None
-                room = len(inflight) < limit
+                room = len(inflight) < limit.value
                 if room and max_pages is not None:
                     room = peers.reserve(ctx.stats.ok, len(inflight), max_pages)
                 if room:
@@ -268,6 +293,7 @@ class Crawler:
                     peers.leased()
                     task = asyncio.create_task(self._guarded(worker, lease))
                     inflight.add(task)
+                    self._peak = max(self._peak, len(inflight))
                     task.add_done_callback(self._task_done)
                     continue
                 if not inflight:
@@ -292,10 +318,16 @@ class Crawler:
                     t.cancel()
                 await asyncio.gather(*inflight, return_exceptions=True)
             peers_task.cancel()
-            await asyncio.gather(peers_task, return_exceptions=True)
+            limit_task.cancel()
+            await asyncio.gather(peers_task, limit_task, return_exceptions=True)
             await self._checkpoint()
             self._write_report()
         return self.snapshot()
+
+    def _take_peak(self) -> int:
+        """Most requests in flight since the last call (then reset to the current count)."""
+        peak, self._peak = self._peak, len(self._inflight)
+        return peak
 
     def snapshot(self) -> StatsSnapshot:
         """Current statistics (records, statuses, errors, decisions, hosts, depths)."""
@@ -339,6 +371,7 @@ class Crawler:
             "links_offset": c.links.offset(),
             "stats": ctx.stats.to_state(self._elapsed()),
             "traps": ctx.traps.to_state(),
+            **({"duplicates": ctx.dups.to_state()} if ctx.dups is not None else {}),
             **self.peers.checkpoint_state(),
         }
         await c.frontier.flush()
@@ -353,9 +386,10 @@ class Crawler:
     def report(self) -> dict[str, Any]:
         """The report.json document (:func:`skitter.reporting.build_report`): totals, robots
         decisions per host, trap drops, seeds."""
-        return build_report(
+        report = build_report(
             self._context, self.snapshot(), finished=self._finished, stop_reason=self.stop_reason
         )
+        return {**report, **self.limit.report_sections()}
 
     def _write_report(self) -> None:
         if self._ctx is None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from skitter import __version__
 from skitter.checklinks.verdicts import record_verdict
+from skitter.duplicates import merge_blocks
 from skitter.errors import ConfigError, StateError
 from skitter.export.base import AppendFile, fsync_dir
 from skitter.export.links import HEADER as LINKS_HEADER
@@ -38,6 +39,7 @@ from skitter.state import (
     read_json,
 )
 from skitter.stats import Stats
+from skitter.typefocus import merged_sections
 from skitter.urls import host_key
 
 __all__ = [
@@ -173,12 +175,14 @@ def merged_stats(out_dir: Path, count: int) -> Stats:
     return total
 
 
-def merge_sections(
-    reports: Sequence[dict[str, Any]],
-) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """The robots and traps sections of several report.json files merged: robots per origin
-    united (a later report's entry for an origin replaces an earlier one), trap counts summed
-    with their first 100 URLs. Used by the coordinator and by :func:`merge_folders`."""
+def merge_sections(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The per-section parts of several report.json files merged, as a dict to put in the
+    merged report: ``robots`` per origin united (a later report's entry for an origin
+    replaces an earlier one), ``traps`` counts summed with their first 100 URLs, the
+    ``duplicates`` and ``sitemaps`` blocks (and ``recrawl`` when any report has one) merged by
+    :func:`skitter.duplicates.merge_blocks`, the ``focus``, ``concurrency`` and ``timeouts``
+    sections by :func:`skitter.typefocus.merged_sections`. Used by the coordinator and by
+    :func:`merge_folders`."""
     robots: dict[str, Any] = {}
     traps: dict[str, dict[str, Any]] = {}
     for rep in reports:
@@ -187,7 +191,13 @@ def merge_sections(
             m = traps.setdefault(defence, {"limit": t.get("limit"), "count": 0, "urls": []})
             m["count"] += int(t.get("count") or 0)
             m["urls"] = (m["urls"] + list(t.get("urls") or []))[:100]
-    return dict(sorted(robots.items())), traps
+    sections: dict[str, Any] = {"robots": dict(sorted(robots.items())), "traps": traps}
+    for key in ("duplicates", "sitemaps"):
+        sections[key] = merge_blocks(rep.get(key) for rep in reports)
+    if any(rep.get("recrawl") for rep in reports):
+        sections["recrawl"] = merge_blocks(rep.get("recrawl") for rep in reports)
+    sections.update(merged_sections(list(reports)))
+    return sections
 
 
 def _read_report(path: Path) -> dict[str, Any] | None:
@@ -205,10 +215,11 @@ def merged_report(
     out_dir: Path, settings: CrawlSettings, stop_reason: str, finished: bool
 ) -> dict[str, Any]:
     """report.json of a sharded crawl: the shards' reports merged (totals summed, robots
-    per origin united, trap counts summed with their first 100 URLs)."""
+    per origin united, trap counts summed with their first 100 URLs, the duplicates,
+    sitemaps and recrawl blocks summed: :func:`skitter.duplicates.merge_blocks`)."""
     stats = merged_stats(out_dir, settings.processes)
     reports = [_read_report(shard_dir(out_dir, k) / REPORT_FILE) for k in range(settings.processes)]
-    robots, traps = merge_sections([r for r in reports if r is not None])
+    sections = merge_sections([r for r in reports if r is not None])
     return {
         "skitter": __version__,
         "out_dir": str(out_dir),
@@ -216,8 +227,7 @@ def merged_report(
         "stop_reason": stop_reason,
         "processes": settings.processes,
         "totals": stats.snapshot(0.0).to_dict(),
-        "robots": robots,
-        "traps": traps,
+        **sections,
         "seeds": list(settings.seeds),
     }
 
@@ -450,7 +460,7 @@ def merge_folders(inputs: Sequence[Path], out: Path) -> MergeSummary:
     stats.elapsed_before_s = elapsed
     if not stats.by_verdict["excluded"]:
         del stats.by_verdict["excluded"]
-    robots, traps = merge_sections([r for r in reports if r is not None])
+    sections = merge_sections([r for r in reports if r is not None])
     seeds: list[str] = []
     for rep in reports:
         for s in (rep or {}).get("seeds") or ():
@@ -463,8 +473,7 @@ def merge_folders(inputs: Sequence[Path], out: Path) -> MergeSummary:
         "stop_reason": "merged",
         "merged_from": [str(f) for f in folders],
         "totals": stats.snapshot(0.0).to_dict(),
-        "robots": robots,
-        "traps": traps,
+        **sections,
         "seeds": seeds,
     }
     atomic_write_json(out / REPORT_FILE, report)

@@ -38,6 +38,7 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from skitter.autotune import share_memory
 from skitter.errors import SkitterError, StateError
 from skitter.merge import MERGE_FILE, Merger, merged_report, merged_stats
 from skitter.settings import CrawlSettings
@@ -113,6 +114,7 @@ def _worker_settings(settings: CrawlSettings, index: int, count: int) -> CrawlSe
         politeness=replace(
             p, concurrency=max(1, p.concurrency // count + (index < p.concurrency % count))
         ),
+        focus=share_memory(settings.focus, count),  # --max-memory: for all of them
     )
 
 

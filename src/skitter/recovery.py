@@ -22,6 +22,7 @@ from skitter.checklinks.verdicts import record_verdict
 from skitter.context import CrawlContext
 from skitter.errors import StateError
 from skitter.export.links import LinkRow, parse_row
+from skitter.export.pages import read_records
 from skitter.models import Request
 from skitter.rules import Decision
 from skitter.state import CHECKPOINT_FILE, LINKS_FILE, PAGES_FILE, read_json
@@ -49,6 +50,8 @@ async def reconcile(ctx: CrawlContext) -> None:
     links_off = int(cp.get("links_offset", 0))
     ctx.stats = Stats.from_state(cp.get("stats", {}))
     ctx.traps.load_state(cp.get("traps") or {})
+    if ctx.dups is not None:
+        ctx.dups.load_state(cp.get("duplicates") or {})
     ctx.peers.resume(cp)
     pages_path = ctx.out_dir / PAGES_FILE
     links_path = ctx.out_dir / LINKS_FILE
@@ -87,6 +90,12 @@ async def reconcile(ctx: CrawlContext) -> None:
                         hops[0]["status"] if hops else None,
                     ),
                 )
+    if pages_path.exists():  # the duplicate index and the recrawl counts: from every record
+        if ctx.dups is not None and ctx.dups.enabled:
+            ctx.dups.rebuild(read_records(pages_path), host_key)
+        if ctx.recrawl is not None:
+            for r in read_records(pages_path):
+                ctx.recrawl.note(r["url"], r.get("status"), r.get("sha1"))
     if done_urls:
         await c.frontier.mark_done(sorted(set(done_urls)))
     readd: list[Request] = []
@@ -125,7 +134,8 @@ def _reconcile_links(
             if row is not None:
                 rows.append((start, row))
     # rows of the page being written at the kill (no record) can only be the last block
-    if rows and rows[-1][1].source not in recorded:
+    # (sitemap rows have no page record: the sitemap phase is read again if it was cut)
+    if rows and rows[-1][1].source not in recorded and rows[-1][1].kind != "sitemap":
         src = rows[-1][1].source
         cut = len(rows)
         while cut > 0 and rows[cut - 1][1].source == src:

@@ -21,16 +21,24 @@ def build_report(
     ctx: CrawlContext, snapshot: StatsSnapshot, *, finished: bool, stop_reason: str
 ) -> dict[str, Any]:
     """The report.json document: ``{"skitter", "out_dir", "finished", "stop_reason",
-    "totals", "robots", "traps", "seeds"}``. "robots": per origin its robots.txt state and
-    the first 100 URLs it disallowed (``disallowed_urls``) or left unchecked because it was
-    unreachable (``unreachable_urls``); "traps": per trap defence its limit, drop count and
-    first 100 dropped URLs (:meth:`skitter.traps.TrapGuard.report`)."""
+    "totals", "robots", "traps", "duplicates", "sitemaps", ["recrawl"], "seeds"}``.
+
+    "robots": per origin its robots.txt state and the first 100 URLs it disallowed
+    (``disallowed_urls``) or left unchecked because it was unreachable
+    (``unreachable_urls``); "traps": per trap defence its limit, drop count and first 100
+    dropped URLs (:meth:`skitter.traps.TrapGuard.report`, and ``duplicate_ratio``);
+    "duplicates": :meth:`skitter.duplicates.DuplicateStage.report`; "sitemaps": the
+    :class:`skitter.sitemaps.SitemapStats` of the sitemap phase with its mode; "recrawl"
+    (``--since``): :meth:`skitter.recrawl.Recrawl.report`."""
     robots = ctx.components.robots.snapshot()
     notes = ctx.robots_notes
     for org, urls in notes.blocked.items():
         robots.setdefault(org, {})["disallowed_urls"] = urls
     for org, urls in notes.unreachable.items():
         robots.setdefault(org, {})["unreachable_urls"] = urls
+    traps = ctx.traps.report()
+    if ctx.dups is not None:
+        traps["duplicate_ratio"] = ctx.dups.trap_report()
     return {
         "skitter": __version__,
         "out_dir": str(ctx.out_dir),
@@ -38,8 +46,13 @@ def build_report(
         "stop_reason": stop_reason,
         "totals": snapshot.to_dict(),
         "robots": robots,
-        "traps": ctx.traps.report(),
+        "traps": traps,
+        "duplicates": ctx.dups.report() if ctx.dups is not None else {"mode": "off"},
+        "sitemaps": ctx.sitemap_stats or {"mode": ctx.quality.sitemaps},
+        **({"recrawl": ctx.recrawl.report()} if ctx.recrawl is not None else {}),
         "seeds": list(ctx.settings.seeds),
+        **ctx.components.focus.report_sections(ctx.stats.by_focus),
+        **(d.report_sections() if (d := ctx.components.deadlines) is not None else {}),
     }
 
 

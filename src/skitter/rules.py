@@ -35,6 +35,8 @@ class Decision(StrEnum):
     URL_LENGTH = "url_length"
     LIMIT = "limit"
     TRAP = "trap"
+    DUPLICATE = "duplicate"
+    TYPE = "type"  # path extension not wanted (skitter.typefocus)
 
 
 def _compile(patterns: Sequence[str], what: str) -> tuple[re.Pattern[str], ...]:

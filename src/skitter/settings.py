@@ -13,7 +13,9 @@ __all__ = [
     "DEFAULT_USER_AGENT",
     "CrawlSettings",
     "FetchSettings",
+    "FocusSettings",
     "PolitenessSettings",
+    "QualitySettings",
     "ScopeSettings",
     "is_redis_url",
 ]
@@ -121,6 +123,72 @@ class ScopeSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class QualitySettings:
+    """Duplicate pages, sitemaps and fetch order (:mod:`skitter.dedup`,
+    :mod:`skitter.sitemaps`, ``Frontier.note_inlinks``).
+
+    Attributes:
+        dedup: "off", "exact" (same decoded body) or "near" (also SimHash within
+            ``near_dup_distance`` bits, HTML only).
+        near_dup_distance: Hamming distance (bits of 64) that counts as a near duplicate.
+        max_duplicate_ratio: a host whose share of duplicate pages passes this (after
+            ``duplicate_ratio_min_pages`` pages) gets no more links queued ("trap");
+            None = off.
+        duplicate_ratio_min_pages: pages of a host recorded before the ratio applies.
+        sitemaps: "robots" (the Sitemap lines of robots.txt), "also" (and ``/sitemap.xml``),
+            "only" (sitemap entries and seeds only: page links are not followed), "off".
+        sitemap_urls: extra sitemap URLs (``--sitemap``), read whatever ``sitemaps`` says
+            unless "off".
+        max_sitemap_bytes: decoded size cap of one sitemap file (bytes).
+        max_sitemap_depth: index nesting read below a root sitemap.
+        order: "bfs" (by depth) or "inlinks" (within a host, URLs linked from more distinct
+            other hosts first).
+        since_dir: a previous crawl folder to recrawl (:mod:`skitter.recrawl`), or None.
+    """
+
+    dedup: str = "exact"
+    near_dup_distance: int = 3
+    max_duplicate_ratio: float | None = 0.5
+    duplicate_ratio_min_pages: int = 50
+    sitemaps: str = "robots"
+    sitemap_urls: tuple[str, ...] = ()
+    max_sitemap_bytes: int = 50 * 1024 * 1024
+    max_sitemap_depth: int = 5
+    order: str = "bfs"
+    since_dir: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FocusSettings:
+    """File-type focus and self-tuning (:mod:`skitter.typefocus`, :mod:`skitter.autotune`).
+
+    Attributes:
+        accept_types, reject_types: media types or families (``image/*``), lower-case.
+        accept_exts, reject_exts: URL path extensions without the dot, lower-case.
+        save_files: folder where accepted bodies are written (wget ``-x``), or None.
+        concurrency_auto: tune the fetches in flight (``--concurrency auto``), up to
+            ``PolitenessSettings.concurrency``.
+        cpu_target: share of one core the process may use before concurrency is lowered.
+        max_memory_bytes: resident memory above which concurrency is lowered; None = a
+            quarter of the machine.
+        timeout_auto: per-host idle-read deadline from observed response times
+            (``--timeout auto``); ``FetchSettings.timeout_s`` stays the hard cap.
+        timeout_floor_s: the shortest adaptive idle-read deadline, seconds.
+    """
+
+    accept_types: tuple[str, ...] = ()
+    reject_types: tuple[str, ...] = ()
+    accept_exts: tuple[str, ...] = ()
+    reject_exts: tuple[str, ...] = ()
+    save_files: str | None = None
+    concurrency_auto: bool = False
+    cpu_target: float = 0.85
+    max_memory_bytes: int | None = None
+    timeout_auto: bool = False
+    timeout_floor_s: float = 3.0
+
+
+@dataclass(frozen=True, slots=True)
 class CrawlSettings:
     """Everything one crawl needs.
 
@@ -146,6 +214,7 @@ class CrawlSettings:
             in ``anchors.jsonl`` so that ``page#name`` links can be checked.
         processes: crawler processes, each owning the hosts that hash to it
             (:mod:`skitter.processes`; run by the command line). 1 = this process only.
+        quality: duplicate pages, sitemaps, fetch order (:class:`QualitySettings`).
         crawl_id: with a Redis frontier, the crawl's key prefix in Redis.
         lease_ttl_s: with a Redis frontier, seconds a lease lasts unless renewed (renewed
             every third of it while the worker lives).
@@ -155,6 +224,7 @@ class CrawlSettings:
             of creating it (``skitter crawl``).
         extract_links: parse HTML pages for links (False = ``skitter fetch``: pages are
             fetched, archived and recorded, never parsed; only redirects are followed).
+        focus: file-type focus, ``--save-files``, adaptive concurrency and timeouts.
     """
 
     out_dir: str
@@ -172,11 +242,13 @@ class CrawlSettings:
     check_resources: bool = False
     check_fragments: bool = False
     processes: int = 1
+    quality: QualitySettings = field(default_factory=QualitySettings)
+    extract_links: bool = True
+    focus: FocusSettings = field(default_factory=FocusSettings)
     crawl_id: str = "skitter"
     lease_ttl_s: float = 60.0
     redis_wait_s: float = 300.0
     join: bool = False
-    extract_links: bool = True
 
 
 def is_redis_url(frontier: str) -> bool:

@@ -305,6 +305,10 @@ class ShardPeers(Peers):
         if not keep:
             return
         added = (await ctx.components.frontier.add(keep)).added_urls
+        if ctx.quality.order == "inlinks":  # each handed-over link counts for the ranking
+            await ctx.components.frontier.note_inlinks(
+                [(r.url, host_key(r.referer)) for r in keep if r.referer and not r.redirects]
+            )
         # the frontier enqueues the first request of a URL in a batch: every other one
         # ending a redirect chain (two chains to one target, read together) is recorded
         followed: set[str] = set()

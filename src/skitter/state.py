@@ -23,7 +23,14 @@ from typing import Any
 
 from skitter import __version__
 from skitter.errors import StateError
-from skitter.settings import CrawlSettings, FetchSettings, PolitenessSettings, ScopeSettings
+from skitter.settings import (
+    CrawlSettings,
+    FetchSettings,
+    FocusSettings,
+    PolitenessSettings,
+    QualitySettings,
+    ScopeSettings,
+)
 
 __all__ = [
     "FORMAT_VERSION",
@@ -47,6 +54,7 @@ COOKIES_FILE = "cookies.json"
 PAGES_FILE = "pages.jsonl"
 LINKS_FILE = "links.tsv"
 REPORT_FILE = "report.json"
+SITEMAPS_FILE = "sitemaps.json"
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
@@ -105,11 +113,17 @@ def settings_from_dict(data: dict[str, Any]) -> CrawlSettings:
     result: CrawlSettings = replace(
         _build(
             CrawlSettings,
-            {k: v for k, v in data.items() if k not in ("fetch", "politeness", "scope")},
+            {
+                k: v
+                for k, v in data.items()
+                if k not in ("fetch", "politeness", "scope", "quality", "focus")
+            },
         ),
+        focus=_build(FocusSettings, data.get("focus", {})),
         fetch=fetch_s,
         politeness=_build(PolitenessSettings, data.get("politeness", {})),
         scope=_build(ScopeSettings, data.get("scope", {})),
+        quality=_build(QualitySettings, data.get("quality", {})),
     )
     return result
 
@@ -187,6 +201,9 @@ FIXED_ON_RESUME = (
     ("max-segment-repeats", lambda s: s.scope.max_segment_repeats),
     ("ignore-robots", lambda s: s.politeness.ignore_robots),
     ("frontier", lambda s: s.frontier),
+    ("dedup", lambda s: s.quality.dedup),
+    ("sitemaps", lambda s: s.quality.sitemaps),
+    ("sitemap", lambda s: tuple(s.quality.sitemap_urls)),
     ("processes", lambda s: s.processes),
 )
 

@@ -51,8 +51,9 @@ class StatsSnapshot:
 
     @property
     def errors(self) -> int:
-        """Records that ended with a transport error (no HTTP response)."""
-        return sum(self.by_error.values())
+        """Records that ended with a transport error (no HTTP response); a decision
+        recorded as an error (``rejected_type``, :mod:`skitter.typefocus`) is not one."""
+        return sum(n for k, n in self.by_error.items() if k != "rejected_type")
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (the ``totals`` part of report.json)."""
@@ -88,6 +89,8 @@ class Stats:
     by_depth: Counter[str] = field(default_factory=Counter)
     by_verdict: Counter[str] = field(default_factory=Counter)
     by_host: dict[str, Counter[str]] = field(default_factory=dict)
+    #: file-type focus counts (:class:`skitter.typefocus.TypeFocusPort`)
+    by_focus: Counter[str] = field(default_factory=Counter)
 
     def count_record(
         self,
@@ -111,7 +114,7 @@ class Stats:
         h["bytes"] += nbytes
         if status is not None:
             self.by_status[str(status)] += 1
-            if 200 <= status < 300:
+            if 200 <= status < 300 and error is None:
                 self.ok += 1
                 h["ok"] += 1
         if error is not None:
@@ -152,6 +155,7 @@ class Stats:
             "by_depth": dict(self.by_depth),
             "by_verdict": dict(self.by_verdict),
             "by_host": {k: dict(v) for k, v in self.by_host.items()},
+            "by_focus": dict(self.by_focus),
         }
 
     def merge(self, other: Stats) -> None:
@@ -167,6 +171,7 @@ class Stats:
         self.by_decision.update(other.by_decision)
         self.by_depth.update(other.by_depth)
         self.by_verdict.update(other.by_verdict)
+        self.by_focus.update(other.by_focus)
         for host, counts in other.by_host.items():
             self.by_host.setdefault(host, Counter()).update(counts)
 
@@ -185,4 +190,5 @@ class Stats:
             by_depth=Counter(data.get("by_depth", {})),
             by_verdict=Counter(data.get("by_verdict", {})),
             by_host={k: Counter(v) for k, v in data.get("by_host", {}).items()},
+            by_focus=Counter(data.get("by_focus", {})),
         )

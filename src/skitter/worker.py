@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 from skitter.context import CrawlContext
 from skitter.continuations import follow_redirect
+from skitter.duplicates import PageVerdict
 from skitter.errors import FetchError
 from skitter.export.links import LinkRow, format_rows
 from skitter.export.pages import PageRecord, iso_utc
@@ -88,6 +89,8 @@ class Worker:
         self.ctx = ctx
         self._ip_sems: dict[str, asyncio.Semaphore] = {}
         self._host_last_end: dict[str, float] = {}
+        # pages: the file-type focus and adaptive deadlines wrap the fetcher (skitter.build)
+        self._page_fetcher = ctx.components.page_fetcher or ctx.components.fetcher
 
     async def add_seeds(self, seeds: Sequence[str]) -> None:
         """Queue the seed URLs (canonicalised; invalid or non-HTTP ones are ignored with a
@@ -121,6 +124,32 @@ class Worker:
             resp = await c.fetcher.fetch(Request(url=url), max_body_bytes=512 * 1024, truncate=True)
         self._host_last_end[host_key(url)] = self.ctx.clock()
         if c.warc is not None:
+            c.warc.write_exchange(
+                url, resp, ip=resp.peer_ip, truncated="length" if resp.truncated else None
+            )
+        return resp
+
+    async def fetch_aside(self, url: str, max_body_bytes: int) -> Response | None:
+        """GET a URL that is not a page of the crawl (a sitemap) after its host's politeness
+        gap (``--delay``, robots.txt Crawl-delay, ``--ip-concurrency``), its body cut at
+        ``max_body_bytes`` (bytes); archived to the WARC like robots.txt, no pages.jsonl
+        record. None when the fetch failed (logged)."""
+        c = self.ctx.components
+        host = host_key(url)
+        gap = self.gap_s(c.robots.crawl_delay(url))
+        last = self._host_last_end.get(host)
+        if last is not None and last + gap > self.ctx.clock():
+            await asyncio.sleep(last + gap - self.ctx.clock())
+        resp: Response | None = None
+        try:
+            async with self._ip_slot(url):
+                resp = await c.fetcher.fetch(
+                    Request(url=url), max_body_bytes=max_body_bytes, truncate=True
+                )
+        except FetchError as exc:
+            log.info("%s: %s", url, exc)
+        self._host_last_end[host] = self.ctx.clock()
+        if resp is not None and c.warc is not None:
             c.warc.write_exchange(
                 url, resp, ip=resp.peer_ip, truncated="length" if resp.truncated else None
             )
@@ -247,7 +276,10 @@ class Worker:
         try:
             async with self._ip_slot(req.url):
                 resp = await policy.fetch(
-                    c.fetcher, req, host, functools.partial(self._pause, host, crawl_delay)
+                    self._page_fetcher,
+                    req,
+                    host,
+                    functools.partial(self._pause, host, crawl_delay),
                 )
         except FetchError as exc:
             end = self.ctx.clock()
@@ -270,8 +302,9 @@ class Worker:
             return
         end = self.ctx.clock()
         self._host_last_end[host] = end
-        if c.warc is not None and not req.check_only:
-            c.warc.write_exchange(req.url, resp, ip=resp.peer_ip)
+        verdict = self._judge_content(req, host, resp)  # a dropped (empty) body: no verdict
+        if c.warc is not None and not req.check_only and c.focus.archive(req.url, resp):
+            self._archive(req, resp, verdict)
         gap = self.gap_s(crawl_delay)
         status = resp.status
         detail: str | None = None
@@ -289,7 +322,32 @@ class Worker:
             return
         if status in REDIRECT_STATUSES:
             detail = NO_LOCATION
-        await self.finish_response(lease, resp, attempts, end + gap, detail=detail)
+        await self.finish_response(lease, resp, attempts, end + gap, detail=detail, verdict=verdict)
+
+    def _judge_content(self, req: Request, host: str, resp: Response) -> PageVerdict | None:
+        """The duplicate stage's verdict on a 2xx page (None when dedup is off or the
+        response is not a page's 2xx)."""
+        dups = self.ctx.dups
+        if dups is None or not dups.enabled or req.check_only or not 200 <= resp.status < 300:
+            return None
+        ct = resp.header("content-type")
+        return dups.examine(req.url, host, resp.body, resp.raw_body, ct, _is_html(resp))
+
+    def _archive(self, req: Request, resp: Response, verdict: PageVerdict | None) -> None:
+        """Write the exchange to the WARC: a revisit for an identical payload (dedup) or a
+        304 of a recrawl, else the response."""
+        c = self.ctx.components
+        assert c.warc is not None
+        revisit = verdict.revisit if verdict is not None else None
+        if resp.status == 304 and self.ctx.recrawl is not None:
+            revisit = self.ctx.recrawl.not_modified(req.url)
+        written = c.warc.write_exchange(req.url, resp, ip=resp.peer_ip, revisit=revisit)
+        dups = self.ctx.dups
+        if dups is not None and verdict is not None:
+            if revisit is not None:
+                dups.revisits += 1
+            else:
+                dups.captured(req.url, verdict, written.date)
 
     async def finish_redirect_stop(self, lease: Lease, attempts: int, detail: str | None) -> None:
         """Record a redirect chain whose next hop may not be fetched (robots)."""
@@ -357,11 +415,14 @@ class Worker:
         *,
         extra_rows: Sequence[LinkRow] = (),
         detail: str | None = None,
+        verdict: PageVerdict | None = None,
     ) -> None:
         """Record an HTTP response as the lease's final answer: an HTML body (not of a
-        ``check_only`` request, not a 3xx) is parsed and its links decided and queued; then
-        the rows (``extra_rows`` first) and the record are written, the lease acked
-        (``not_before``: the host's next slot, seconds) and ``on_page`` called."""
+        ``check_only`` request, not a 3xx) is parsed and its links decided and queued (a
+        duplicate page's links, and page links under ``--sitemaps only``, are recorded,
+        not queued; a recrawl's 304 brings the previous links of the page); then the rows
+        (``extra_rows`` first) and the record are written, the lease acked (``not_before``:
+        the host's next slot, seconds) and ``on_page`` called."""
         c = self.ctx.components
         req = lease.request
         page: Page | None = None
@@ -378,9 +439,23 @@ class Worker:
             page = c.extract(
                 resp.body, req.url, resp.header("content-type"), _robots_header_values(resp)
             )
-            new_rows, new_decisions = await self._decide_links(req, page)
+            if verdict is not None and verdict.duplicate is not None:
+                new_rows, new_decisions = _rows_as(req.url, page, Decision.DUPLICATE.value)
+            elif self.ctx.quality.sitemaps == "only":  # sitemap entries only
+                new_rows, new_decisions = _rows_as(req.url, page, Decision.SCOPE.value)
+            else:
+                new_rows, new_decisions = await self._decide_links(req, page)
             rows.extend(new_rows)
             decisions.update(new_decisions)
+        elif resp.status == 304 and self.ctx.recrawl is not None and not req.check_only:
+            # unchanged: its previous links are still the page's links, and are followed
+            new_rows, new_decisions = await self._decide_links(
+                req, self.ctx.recrawl.previous_page(req.url)
+            )
+            rows.extend(new_rows)
+            decisions.update(new_decisions)
+        # the focus port counts and saves the response (before its record: crash-safe)
+        dropped = c.focus.outcome(req, resp, self.ctx.stats.by_focus)
         rec = PageRecord(
             url=req.requested_url,
             final_url=req.url,
@@ -388,13 +463,18 @@ class Worker:
             depth=req.depth,
             content_type=resp.content_type,
             bytes=len(resp.body),
-            sha1=hashlib.sha1(resp.body).hexdigest(),
+            sha1=verdict.sha1 if verdict is not None else hashlib.sha1(resp.body).hexdigest(),
             fetched_at=iso_utc(time.time()),
             elapsed_s=resp.elapsed_s,
             attempts=attempts,
             redirects=list(req.redirects),
-            error=None,
-            error_detail=detail,
+            error=dropped[0] if dropped else None,
+            error_detail=dropped[1] if dropped else detail,
+            duplicate=dup.kind if (dup := verdict and verdict.duplicate) else None,
+            duplicate_of=dup.of if dup else None,
+            simhash=verdict.simhash if verdict is not None else None,
+            etag=resp.header("etag"),
+            last_modified=resp.header("last-modified"),
         )
         # no await between these writes: the page's rows and record land together
         if c.anchors is not None and page is not None:
@@ -428,6 +508,8 @@ class Worker:
         policy = self.ctx.policy
         check = policy.check_only_for if policy.rejudges_links else None
         link_filter = self.ctx.hooks.link_filter
+        focus = c.focus
+        type_ok = focus.link_allowed if focus.filters_links else None
         queued, seen_v = Decision.QUEUED, Decision.SEEN.value
         child_depth = req.depth + 1
         is_seed_page = req.depth == 0 and not req.redirects
@@ -436,6 +518,8 @@ class Worker:
         to_add: list[Request] = []
         source = req.url
         page_nofollow = page.nofollow
+        dups = self.ctx.dups
+        cut = dups.cut_hosts if dups is not None else None
         for i, link in enumerate(page.links):
             nofollow = link.nofollow or page_nofollow
             decision, canon = decide(
@@ -457,8 +541,14 @@ class Worker:
                     keep = await keep
                 if not keep:
                     decision = Decision.SCOPE
+            if decision is queued and type_ok is not None and canon and not type_ok(canon):
+                decision = Decision.TYPE
             dec = decision.value
-            if decision is queued and canon is not None:
+            if decision is queued and canon is not None and cut and host_key(canon) in cut:
+                dec = Decision.TRAP.value  # its host serves mostly duplicates
+                if dups is not None:
+                    dups.note_trapped(canon)
+            elif decision is queued and canon is not None:
                 if canon in pending or canon == source:
                     dec = seen_v
                 elif (owner_of is None or (owner := owner_of(canon)) == me) and (
@@ -479,7 +569,38 @@ class Worker:
             for canon, idx in pending.items():
                 if canon not in added:
                     fields[idx][6] = seen_v
+        if self.ctx.quality.order == "inlinks":
+            await self._note_inlinks(source, fields)
         return fields, Counter([f[6] for f in fields])
+
+    async def _note_inlinks(self, source: str, fields: list[list[Any]]) -> None:
+        """``--order inlinks``: the queued or seen targets of ``source`` gain a linking host
+        (the frontier ignores links from the target's own host, and repeats); targets of
+        other processes are ranked by their owners (:meth:`ShardPeers.admit_received`)."""
+        src = host_key(source)
+        owner_of, me = self.ctx.peers.owner_of_url, self.ctx.peers.index
+        pairs = [
+            (f[1], src)
+            for f in fields
+            if f[6] in ("queued", "seen") and (owner_of is None or owner_of(f[1]) == me)
+        ]
+        if pairs:
+            await self.ctx.components.frontier.note_inlinks(pairs)
+
+
+def _rows_as(source: str, page: Page, decision: str) -> tuple[list[list[Any]], Counter[str]]:
+    """links.tsv rows (7 fields) of ``page``'s links, all with ``decision`` (a duplicate
+    page's links, or page links under ``--sitemaps only``): nothing is queued."""
+    fields: list[list[Any]] = []
+    for link in page.links:
+        nofollow = link.nofollow or page.nofollow
+        if link.url is not None:
+            target, _, fragment = link.url.partition("#")
+            target = canonicalize(target) or target
+        else:
+            target, fragment = link.raw, ""
+        fields.append([source, target, fragment, link.anchor, link.kind, nofollow, decision])
+    return fields, Counter({decision: len(fields)} if fields else {})
 
 
 T = TypeVar("T")

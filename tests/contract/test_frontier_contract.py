@@ -510,6 +510,80 @@ async def test_closed_frontier_raises(make: Factory) -> None:
     await f.aclose()  # idempotent
 
 
+# -- in-link ordering (note_inlinks) ----------------------------------------------------
+
+
+async def test_inlinks_most_linked_first_within_a_host(fr: Frontier) -> None:
+    await fr.add([Request(u("a.test", p), depth=1) for p in ("one", "two", "three", "none")])
+    changed = await fr.note_inlinks(
+        [
+            (u("a.test", "three"), "b.test"),
+            (u("a.test", "three"), "c.test"),
+            (u("a.test", "three"), "b.test"),  # the same host again: no change
+            (u("a.test", "two"), "b.test"),
+            (u("a.test", "two"), "a.test"),  # its own host: no change
+            (u("a.test", "one"), "d.test"),
+            (u("a.test", "unknown"), "b.test"),  # never added: ignored
+        ]
+    )
+    assert changed == 4
+    await fr.note_inlinks([(u("a.test", "three"), "d.test"), (u("a.test", "two"), "c.test")])
+    order = await drain_host_order(fr)
+    assert order == [u("a.test", p) for p in ("three", "two", "one", "none")]
+
+
+async def test_inlinks_priority_carried_by_the_lease(fr: Frontier) -> None:
+    await fr.add([Request(u("a.test", "x"), depth=2, priority=3)])
+    assert await fr.note_inlinks([(u("a.test", "x"), "b.test"), (u("a.test", "x"), "c.test")]) == 2
+    lease = await lease_ok(fr, 0)
+    assert (lease.request.priority, lease.request.depth) == (1, 2)
+
+
+async def test_inlinks_ignore_leased_and_done(fr: Frontier) -> None:
+    await fr.add([Request(u("a.test", "x")), Request(u("a.test", "y"))])
+    lease = await lease_ok(fr, 0)
+    assert await fr.note_inlinks([(lease.request.url, "b.test")]) == 0
+    await fr.ack(lease, not_before=0)
+    assert await fr.note_inlinks([(lease.request.url, "b.test")]) == 0
+    await fr.mark_done([u("a.test", "y")])
+    assert await fr.note_inlinks([(u("a.test", "y"), "b.test")]) == 0
+    assert await fr.is_finished()
+
+
+async def test_inlinks_reorder_a_long_queue_under_politeness(fr: Frontier) -> None:
+    """A host with many pending URLs (more than a backend caches); the boosted ones jump
+    the queue, each lease waits for the host's politeness delay on the fake clock."""
+    paths = [f"p{i:03d}" for i in range(60)]
+    await fr.add([Request(u("a.test", p), depth=1) for p in paths])
+    now = 0.0
+    first = await lease_ok(fr, now)  # p000
+    await fr.ack(first, not_before=now + 2)
+    boosts = [(u("a.test", "p050"), f"s{k}.test") for k in range(3)]
+    boosts += [(u("a.test", "p030"), f"s{k}.test") for k in range(2)]
+    boosts += [(u("a.test", "p059"), "s0.test"), (u("a.test", "p001"), "s0.test")]
+    assert await fr.note_inlinks(boosts) == 7
+    assert await fr.lease(now + 1) is None  # politeness still applies
+    order = []
+    while (lease := await fr.lease(now := now + 2)) is not None:
+        order.append(lease.request.url.rsplit("/", 1)[1])
+        await fr.ack(lease, not_before=now + 2)
+    assert order[:4] == ["p050", "p030", "p001", "p059"]
+    assert order[4:] == [p for p in paths[1:] if p not in ("p050", "p030", "p001", "p059")]
+
+
+async def test_inlinks_after_partial_drain(fr: Frontier) -> None:
+    await fr.add([Request(u("a.test", f"p{i:02d}")) for i in range(30)])
+    got = []
+    for _ in range(10):
+        lease = await lease_ok(fr, 0)
+        got.append(lease.request.url)
+        await fr.ack(lease, not_before=0)
+    assert await fr.note_inlinks([(u("a.test", "p25"), "b.test")]) == 1
+    rest = await drain_host_order(fr)
+    assert rest[0] == u("a.test", "p25")
+    assert sorted(got + rest) == sorted(u("a.test", f"p{i:02d}") for i in range(30))
+
+
 # -- bulk -------------------------------------------------------------------------------
 
 

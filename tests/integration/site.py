@@ -18,7 +18,13 @@ from aiohttp import web
 
 from skitter.crawler import Crawler
 from skitter.events import CrawlHooks
-from skitter.settings import CrawlSettings, FetchSettings, PolitenessSettings, ScopeSettings
+from skitter.settings import (
+    CrawlSettings,
+    FetchSettings,
+    PolitenessSettings,
+    QualitySettings,
+    ScopeSettings,
+)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -182,13 +188,25 @@ def settings_for(
         **{"delay_s": 0.0, **{k[4:]: v for k, v in kw.items() if k.startswith("pol_")}}
     )
     scope = ScopeSettings(**{k[6:]: v for k, v in kw.items() if k.startswith("scope_")})
-    rest = {k: v for k, v in kw.items() if not k.startswith(("fetch_", "pol_", "scope_"))}
+    # duplicates and sitemaps off unless asked for (quality_dedup=..., quality_sitemaps=...):
+    # the page sets these tests check are those of a crawl without them
+    quality = QualitySettings(
+        **{
+            "dedup": "off",
+            "sitemaps": "off",
+            **{k[8:]: v for k, v in kw.items() if k.startswith("quality_")},
+        }
+    )
+    rest = {
+        k: v for k, v in kw.items() if not k.startswith(("fetch_", "pol_", "scope_", "quality_"))
+    }
     return CrawlSettings(
         out_dir=str(out),
         seeds=tuple(seeds),
         fetch=fetch,
         politeness=pol,
         scope=scope,
+        quality=quality,
         quiet=True,
         **rest,
     )

@@ -644,7 +644,7 @@ async def test_ip_concurrency_holds_across_processes(
         site.route(x, "/b", gathered(links_page("/")))
     out = tmp_path / "out"
     args = crawl_args(site, hosts, out, "--processes", str(processes))
-    args += ["--ip-concurrency", "2", "--host-concurrency", "1"]
+    args += ["--ip-concurrency", "2", "--host-concurrency", "1", "--dedup", "off"]
     rc, _, err = await run_cli(*args, *(site.url(x, "/") for x in hosts))
     assert rc == 0, err
     assert len(records(out)) == 18

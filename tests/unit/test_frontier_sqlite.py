@@ -379,3 +379,29 @@ async def test_works_without_rbloom(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     g = SqliteFrontier(str(tmp_path / "f.db"))
     assert (await g.add(reqs)).duplicates == 10
     await g.aclose()
+
+
+async def test_inlink_priorities_and_sources_survive_reopen(tmp_path: Path) -> None:
+    path = str(tmp_path / "f.db")
+    f = await SqliteFrontier.open(path)
+    await f.add([Request(f"https://a.test/{p}", depth=1) for p in ("x", "y", "z")])
+    assert await f.note_inlinks([("https://a.test/z", "b.test"), ("https://a.test/y", "b.test")])
+    await f.note_inlinks([("https://a.test/z", "c.test")])
+    await f.aclose()
+    f = await SqliteFrontier.open(path)
+    try:
+        # b.test already counted for z: no change; d.test is new for y
+        assert await f.note_inlinks([("https://a.test/z", "b.test")]) == 0
+        assert await f.note_inlinks([("https://a.test/y", "d.test")]) == 1
+        order = []
+        while (lease := await f.lease(0)) is not None:
+            order.append((lease.request.url, lease.request.priority))
+            await f.ack(lease, not_before=0)
+        # y and z both -2 now: FIFO between them
+        assert order == [
+            ("https://a.test/y", -2),
+            ("https://a.test/z", -2),
+            ("https://a.test/x", 0),
+        ]
+    finally:
+        await f.aclose()

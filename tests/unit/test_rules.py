@@ -38,6 +38,8 @@ def test_decision_values() -> None:
         "url_length",
         "limit",
         "trap",  # given by skitter.traps.TrapGuard, never by ScopeRule.decide
+        "duplicate",  # a duplicate page's links (skitter.duplicates), never by decide
+        "type",  # given by the file-type focus (skitter.typefocus)
     ]
     assert isinstance(Decision.QUEUED, str)
     assert Decision("url_length") is Decision.URL_LENGTH

@@ -84,3 +84,38 @@ async def test_two_redirect_chains_to_one_target_read_together_are_both_recorded
     assert (rec["attempts"], rec["fetched_at"]) == (2, "2026-11-30T12:00:00.000000Z")
     parent.close()
     child.close()
+
+
+async def test_handed_over_links_rank_their_targets_with_order_inlinks(tmp_path: Path) -> None:
+    """--order inlinks with --processes: links handed over by other processes count for the
+    owner's ranking (one per distinct linking host)."""
+    from dataclasses import replace
+
+    from skitter.settings import QualitySettings
+
+    target_host = _host_of_shard(0, 2)
+    out = tmp_path / "out"
+    (out / "shards").mkdir(parents=True)
+    settings = CrawlSettings(
+        out_dir=str(shard_dir(out, 0)),
+        seeds=(f"http://{target_host}/",),
+        frontier="memory",
+        quality=replace(QualitySettings(), order="inlinks"),
+    )
+    _parent, child = multiprocessing.Pipe()
+    peers = ShardPeers(ShardLink(out, 0, 2, child))
+    t = [f"http://{target_host}/{p}" for p in ("a", "b", "c")]
+    links = [("x1.test", t), ("x2.test", t[1:]), ("x3.test", t[2:]), ("x3.test", t[2:])]
+    items = [
+        (Request(url=u, depth=1, referer=f"http://{src}/page"), None)
+        for src, targets in links
+        for u in targets
+    ]
+    async with Crawler(settings, peers=peers) as crawler:
+        await peers.admit_received(items)
+        frontier = crawler.components.frontier
+        order = []
+        while (lease := await frontier.lease(0.0)) is not None:
+            order.append(lease.request.url.rsplit("/", 1)[1])
+            await frontier.ack(lease, not_before=0.0)
+    assert order == ["c", "b", "a"]  # c: 3 linking hosts (x3 twice counts once), b: 2, a: 1

@@ -9,6 +9,7 @@ import re
 from dataclasses import replace
 from typing import Any, NoReturn
 
+from skitter.cli.focus_flags import AutoOr, focus_from_args
 from skitter.errors import ConfigError
 from skitter.settings import (
     CrawlSettings,
@@ -238,7 +239,9 @@ def add_common_flags(c: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     g.add_argument("--delay", type=positive_float, metavar="SECONDS", help="per host, default 1.0")
     g.add_argument("--host-concurrency", type=at_least_one, metavar="N", help="default: 1")
     g.add_argument("--ip-concurrency", type=at_least_one, metavar="N", help="default: 4")
-    g.add_argument("--concurrency", type=at_least_one, metavar="N", help="default: 64")
+    g.add_argument(
+        "--concurrency", action=AutoOr, number=at_least_one, metavar="N|auto", help="default: 64"
+    )
     g.add_argument("--retries", type=positive_int, metavar="N", help="default: 2")
     g.add_argument("--ignore-robots", action="store_true", help="only for your own site")
     g.add_argument("--robots-retry", type=positive_float, metavar="SECONDS", help="default: 60")
@@ -251,9 +254,10 @@ def add_common_flags(c: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     g = c.add_argument_group("fetching")
     g.add_argument(
         "--timeout",
-        type=deadline,
-        metavar="SECONDS",
-        help="whole-fetch deadline, default 30",
+        action=AutoOr,
+        number=deadline,
+        metavar="SECONDS|auto",
+        help="whole-fetch deadline, default 30 (auto: per-host read deadline, this the cap)",
     )
     g.add_argument("--max-body", type=size, metavar="BYTES", help="decoded size cap, default 10MiB")
     g.add_argument("--user-agent", metavar="UA")
@@ -378,7 +382,7 @@ def settings_from_args(
         ),
         max_segment_repeats=pick("max_segment_repeats", sc.max_segment_repeats),
     )
-    return CrawlSettings(
+    settings = CrawlSettings(
         out_dir=a["out"],
         seeds=tuple(seeds),
         fetch=fetch,
@@ -398,7 +402,9 @@ def settings_from_args(
         lease_ttl_s=pick("lease_ttl", b.lease_ttl_s),
         redis_wait_s=pick("redis_wait", b.redis_wait_s),
         extract_links=b.extract_links,
+        focus=b.focus,
     )
+    return focus_from_args(args, settings)
 
 
 def os_error_line(exc: OSError) -> str:

@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from skitter.cli.common import add_common_flags, os_error_line, processes, settings_from_args
+from skitter.cli.focus_flags import add_focus_flags
 from skitter.cli.progress import Progress, run_crawler
+from skitter.cli.quality_flags import add_quality_flags, quality_from_args
 from skitter.crawler import Crawler
 from skitter.errors import ConfigError, FrontierError, SkitterError
 from skitter.settings import (
@@ -43,6 +45,7 @@ def add_parser(sub: Any) -> None:
         "(levels/NNNN/ in --out; one process)",
     )
     out = add_common_flags(c)
+    add_focus_flags(c)
     out.add_argument("--no-warc", action="store_true", help="do not write WARC files")
     out.add_argument(
         "--processes",
@@ -51,6 +54,7 @@ def add_parser(sub: Any) -> None:
         help="crawler processes, each owning the hosts that hash to it "
         "(default: the number of cores; fixed for the life of a crawl)",
     )
+    add_quality_flags(c)
 
 
 async def _crawl(settings: CrawlSettings) -> int:
@@ -165,15 +169,38 @@ def _crawl_processes(settings: CrawlSettings) -> int:
     return _summary(settings, outcome.snapshot, outcome.stop_reason, outcome.interrupted)
 
 
+def _recrawl_settings(args: argparse.Namespace) -> CrawlSettings:
+    """``--since PREV``: the previous crawl's settings (seeds, scope, --resolve...) with the
+    flags given now applied; PREV is only read.
+
+    Raises:
+        StateError: PREV holds no crawl, of another format, or damaged.
+    """
+    from skitter.recrawl import load_previous
+
+    prev = Path(args.since)
+    stored = load_previous(prev, warc=False).settings  # refuses a damaged folder early
+    if prev.resolve() == Path(args.out).resolve():
+        raise ConfigError("--since and --out must be different folders")
+    settings = settings_from_args(args, base=replace(stored, out_dir=args.out, resume=False))
+    quality = quality_from_args(args, stored.quality)
+    settings = replace(settings, quality=replace(quality, since_dir=str(prev)))
+    return _choose_processes(settings, getattr(args, "processes", None))
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``skitter crawl``; returns the exit code."""
     try:
         if getattr(args, "resume", False):
             stored = load_state(Path(args.out))
             settings = settings_from_args(args, base=stored)
+            settings = replace(settings, quality=quality_from_args(args, stored.quality))
             check_resume_compatible(stored, settings)
+        elif getattr(args, "since", None):
+            settings = _recrawl_settings(args)
         else:
             settings = settings_from_args(args)
+            settings = replace(settings, quality=quality_from_args(args, settings.quality))
             if not settings.seeds:
                 raise ConfigError("no seeds: give SEED URLs or --seeds-file")
             settings = _choose_processes(settings, getattr(args, "processes", None))

@@ -7,6 +7,9 @@ Line shape (keys always in this order; compact separators, UTF-8, non-ASCII kept
      "elapsed_s":0.231,"attempts":1,"redirects":[{"url":"https://example.org/a","status":301}],
      "error":null,"error_detail":null}
 
+followed, only when set, by ``duplicate``, ``duplicate_of``, ``simhash``, ``etag`` and
+``last_modified`` (:data:`OPTIONAL_PAGE_KEYS`).
+
 Each line is appended with one ``os.write`` (see :mod:`skitter.export.base` for the crash-safety
 model); :meth:`PagesWriter.repair` cuts a partial last line left by a crash.
 """
@@ -24,7 +27,7 @@ from typing import Any
 from skitter.export.base import LineJournal
 from skitter.models import Hop
 
-__all__ = ["PageRecord", "PagesWriter", "iso_utc", "read_records"]
+__all__ = ["OPTIONAL_PAGE_KEYS", "PageRecord", "PagesWriter", "iso_utc", "read_records"]
 
 #: The keys of a pages.jsonl line, in the order they are written.
 PAGE_KEYS = (
@@ -42,6 +45,8 @@ PAGE_KEYS = (
     "error",
     "error_detail",
 )
+#: Keys written after :data:`PAGE_KEYS`, in this order, only when they have a value.
+OPTIONAL_PAGE_KEYS = ("duplicate", "duplicate_of", "simhash", "etag", "last_modified")
 
 
 def iso_utc(epoch_s: float) -> str:
@@ -77,6 +82,12 @@ class PageRecord:
         redirects: redirect hops followed, in order.
         error: a stable error kind (:data:`skitter.errors.ERROR_KINDS`) or None.
         error_detail: human-readable detail of the error, or None.
+        duplicate: "exact" or "near" when the page duplicates an earlier one
+            (:mod:`skitter.dedup`), else None (key left out).
+        duplicate_of: the URL of that earlier page (with ``duplicate``).
+        simhash: the page's 64-bit SimHash as 16 hex digits (HTML pages, ``--dedup near``).
+        etag / last_modified: the response's ETag / Last-Modified as received (for a
+            recrawl's conditional requests), None when absent.
     """
 
     url: str
@@ -92,6 +103,11 @@ class PageRecord:
     redirects: list[Hop] = field(default_factory=list)
     error: str | None = None
     error_detail: str | None = None
+    duplicate: str | None = None
+    duplicate_of: str | None = None
+    simhash: str | None = None
+    etag: str | None = None
+    last_modified: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object for this record, keys in :data:`PAGE_KEYS` order.
@@ -101,7 +117,7 @@ class PageRecord:
         """
         if not math.isfinite(self.elapsed_s):
             raise ValueError(f"elapsed_s must be finite, got {self.elapsed_s!r}")
-        return {
+        d = {
             "url": self.url,
             "final_url": self.final_url,
             "status": self.status,
@@ -116,6 +132,11 @@ class PageRecord:
             "error": self.error,
             "error_detail": self.error_detail,
         }
+        for key in OPTIONAL_PAGE_KEYS:
+            value = getattr(self, key)
+            if value is not None:
+                d[key] = value
+        return d
 
 
 def _encode_line(obj: dict[str, Any]) -> bytes:

@@ -40,6 +40,7 @@ Stored HTTP messages:
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import os
@@ -63,10 +64,13 @@ from skitter.models import Response
 __all__ = [
     "DEFAULT_SOFTWARE",
     "ORIG_TRANSFER_ENCODING",
+    "REVISIT_PROFILES",
+    "WarcRevisit",
     "WarcWriter",
     "WarcWritten",
     "build_request_block",
     "build_response_head",
+    "warc_date",
 ]
 
 #: ``software`` field of the warcinfo record unless given.
@@ -92,6 +96,33 @@ _GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
 _COMPRESSED_CODINGS = frozenset({"gzip", "x-gzip", "deflate", "br", "zstd", "compress"})
 
 
+#: WARC 1.1 §6.7.2 / §6.7.3 revisit profiles, by short name.
+REVISIT_PROFILES = {
+    "identical-payload-digest": "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest",
+    "server-not-modified": "http://netpreserve.org/warc/1.1/revisit/server-not-modified",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class WarcRevisit:
+    """What a ``revisit`` record stands for (WARC 1.1 §6.7).
+
+    Attributes:
+        profile: "identical-payload-digest" (the payload is byte for byte that of an earlier
+            capture: ``WARC-Payload-Digest`` is set to its digest) or "server-not-modified"
+            (a 304 answer to a conditional request).
+        refers_to_uri: ``WARC-Refers-To-Target-URI``, the earlier capture's target URI.
+        refers_to_date: ``WARC-Refers-To-Date``, the earlier capture's ``WARC-Date`` as
+            written (W3C ISO 8601, e.g. "2024-05-01T12:00:00.123Z").
+        refers_to_id: ``WARC-Refers-To``, the earlier record's ``WARC-Record-ID``, if known.
+    """
+
+    profile: str
+    refers_to_uri: str
+    refers_to_date: str
+    refers_to_id: str | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class WarcWritten:
     """Where one exchange went.
@@ -102,6 +133,7 @@ class WarcWritten:
         length: compressed bytes of both members (request + response).
         response_offset: byte offset of the response record's gzip member (for CDX indexes).
         request_id / response_id: the ``WARC-Record-ID`` values (``<urn:uuid:...>``).
+        date: the ``WARC-Date`` of both records as written (see :func:`warc_date`).
     """
 
     path: str
@@ -110,6 +142,14 @@ class WarcWritten:
     response_offset: int
     request_id: str
     response_id: str
+    date: str = ""
+
+
+def warc_date(date: datetime) -> str:
+    """``date`` (UTC) as FastWARC writes ``WARC-Date``: W3C ISO 8601 with microseconds
+    when not zero (``2024-05-01T12:00:00.500000Z``, ``2024-05-01T12:00:00Z``)."""
+    frac = f".{date.microsecond:06d}" if date.microsecond else ""
+    return date.strftime("%Y-%m-%dT%H:%M:%S") + frac + "Z"
 
 
 def _clean(text: str) -> str:
@@ -317,8 +357,9 @@ class WarcWriter(Closing):
         method: str = "GET",
         fetched_at: float | None = None,
         truncated: str | None = None,
+        revisit: WarcRevisit | None = None,
     ) -> WarcWritten:
-        """Append a ``request`` and a ``response`` record for one HTTP exchange.
+        """Append a ``request`` and a ``response`` (or ``revisit``) record for one exchange.
 
         Both records share ``WARC-Target-URI`` (``request_url``) and ``WARC-Date``, point at each
         other with ``WARC-Concurrent-To`` (WARC 1.1 §5.7) and carry ``WARC-IP-Address`` when
@@ -338,6 +379,12 @@ class WarcWriter(Closing):
                 default: the clock's now.
             truncated: ``WARC-Truncated`` reason for the response (WARC 1.1: "length", "time",
                 "disconnect", "unspecified") if ``raw_body`` is incomplete.
+            revisit: write a ``revisit`` record instead of the response (WARC 1.1 §6.7): its
+                block is the HTTP status line and headers only (the payload is left out),
+                with ``WARC-Profile``, ``WARC-Refers-To-Target-URI``, ``WARC-Refers-To-Date``
+                (and ``WARC-Refers-To`` when known); ``WARC-Payload-Digest`` is the SHA-1 of
+                ``raw_body`` (for identical-payload-digest, that of the earlier capture,
+                which the caller checked is equal) and is left out for a 304 without body.
 
         Returns:
             Where the records went (:class:`WarcWritten`).
@@ -377,17 +424,39 @@ class WarcWriter(Closing):
         ]
         if truncated:
             resp_headers.append(("WARC-Truncated", truncated))
+        if revisit is not None:
+            profile = REVISIT_PROFILES.get(revisit.profile)
+            if profile is None:
+                raise ValueError(f"unknown revisit profile {revisit.profile!r}")
+            resp_headers += [
+                ("WARC-Profile", profile),
+                ("WARC-Refers-To-Target-URI", revisit.refers_to_uri),
+                ("WARC-Refers-To-Date", revisit.refers_to_date),
+            ]
+            if revisit.refers_to_id:
+                resp_headers.append(("WARC-Refers-To", revisit.refers_to_id))
 
         req_bytes = self._encode(WarcRecordType.request, req_urn, date, req_headers, req_block, b"")
-        resp_bytes = self._encode(
-            WarcRecordType.response,
-            resp_urn,
-            date,
-            resp_headers,
-            resp_head + payload,
-            payload,
-            store_payload=len(payload) > 0 and _body_is_compressed(response),
-        )
+        if revisit is None:
+            resp_bytes = self._encode(
+                WarcRecordType.response,
+                resp_urn,
+                date,
+                resp_headers,
+                resp_head + payload,
+                payload,
+                store_payload=len(payload) > 0 and _body_is_compressed(response),
+            )
+        else:
+            resp_bytes = self._encode(
+                WarcRecordType.revisit,
+                resp_urn,
+                date,
+                resp_headers,
+                resp_head,
+                payload if payload else None,
+                payload_digest_only=True,
+            )
         data = req_bytes + resp_bytes
 
         file = self._file_for(len(data))
@@ -401,6 +470,7 @@ class WarcWriter(Closing):
             response_offset=start + len(req_bytes),
             request_id=req_id,
             response_id=resp_id,
+            date=warc_date(date),
         )
 
     def _encode(
@@ -413,6 +483,7 @@ class WarcWriter(Closing):
         payload: bytes | None,
         *,
         store_payload: bool = False,
+        payload_digest_only: bool = False,
     ) -> bytes:
         """One record as one complete gzip member (see the module doc): FastWARC's gzip for
         large compressible blocks, else :func:`_gzip_member`; with ``store_payload`` the
@@ -422,8 +493,14 @@ class WarcWriter(Closing):
         record.record_date = date
         for name, value in headers:
             record.headers.append(name, value)
-        record.set_bytes_content(block)
         digest = hashlib.sha1(payload).digest() if payload is not None else None
+        if payload_digest_only:  # revisit: the block has no payload, the digest names it
+            if digest is not None:
+                record.headers.append(
+                    "WARC-Payload-Digest", "sha1:" + base64.b32encode(digest).decode("ascii")
+                )
+            digest, payload = None, None
+        record.set_bytes_content(block)
         stored = len(payload) if store_payload and payload else 0
         if len(block) - stored < _FASTWARC_GZIP_MIN_BYTES:
             raw = self._raw

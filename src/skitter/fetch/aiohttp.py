@@ -26,7 +26,7 @@ import asyncio
 import os
 import ssl
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -96,6 +96,8 @@ class _Progress:
     decoded_bytes: int = 0
     content_length: int | None = None
     chunked: bool = False
+    idle_s: float = 0.0  # the idle-read deadline of this fetch
+    keep_body: Callable[[int, tuple[tuple[str, str], ...]], bool] | None = None
 
 
 def _phase_setter(
@@ -282,7 +284,9 @@ class AiohttpFetcher:
 
     # ------------------------------------------------------------------ fetching
 
-    def _request_headers(self, request: Request) -> CIMultiDict[str]:
+    def _request_headers(
+        self, request: Request, extra: Sequence[tuple[str, str]] = ()
+    ) -> CIMultiDict[str]:
         s = self.settings
         headers: CIMultiDict[str] = CIMultiDict()
         headers["User-Agent"] = s.user_agent
@@ -298,6 +302,8 @@ class AiohttpFetcher:
                 headers.add(name, value)
         if request.referer:
             headers["Referer"] = request.referer
+        for name, value in extra:
+            headers[name] = value
         return headers
 
     async def fetch(
@@ -307,6 +313,9 @@ class AiohttpFetcher:
         method: str = "GET",
         max_body_bytes: int | None = None,
         truncate: bool = False,
+        headers: Sequence[tuple[str, str]] = (),
+        keep_body: Callable[[int, tuple[tuple[str, str], ...]], bool] | None = None,
+        read_timeout_s: float | None = None,
     ) -> Response:
         """Fetch ``request.url`` once (no redirects followed) and return the response.
 
@@ -325,6 +334,13 @@ class AiohttpFetcher:
                 ``Response.truncated`` set (the connection is closed, not drained). For
                 files that are defined by their first N bytes, e.g. robots.txt
                 (RFC 9309 §2.5: parse at least the first 500 KiB).
+            headers: extra request headers for this request only (added after the
+                others, values sent as given: a recrawl's validators).
+            keep_body: called with (status, headers) when the headers arrive; False drops
+                the response there: its body is not read (the connection is closed) and
+                ``body``/``raw_body`` are empty (:mod:`skitter.typefocus`).
+            read_timeout_s: this fetch's idle-read deadline in seconds (None =
+                ``settings.read_timeout_s``; ``--timeout auto``: :mod:`skitter.autotune`).
 
         Returns:
             :class:`~skitter.models.Response`: ``headers`` from the raw header bytes decoded
@@ -347,12 +363,13 @@ class AiohttpFetcher:
         s = self.settings
         cap = s.max_body_bytes if max_body_bytes is None else max_body_bytes
         method = method.upper()
-        progress = _Progress()
+        progress = _Progress(keep_body=keep_body)
+        progress.idle_s = s.read_timeout_s if read_timeout_s is None else read_timeout_s
         start = self._clock()
         deadline = asyncio.timeout(s.timeout_s)
         try:
             async with deadline:
-                return await self._fetch(request, method, cap, progress, start, truncate)
+                return await self._fetch(request, method, cap, progress, start, truncate, headers)
         except Exception as exc:
             if deadline.expired():
                 raise FetchTimeout(
@@ -373,8 +390,10 @@ class AiohttpFetcher:
         progress: _Progress,
         start: float,
         truncate: bool = False,
+        extra_headers: Sequence[tuple[str, str]] = (),
     ) -> Response:
         s = self.settings
+        request_method = method
         try:
             url = URL(request.url, encoded=True)
         except (ValueError, TypeError) as exc:
@@ -388,15 +407,21 @@ class AiohttpFetcher:
         resp = await session.request(
             method,
             url,
-            headers=self._request_headers(request),
+            headers=self._request_headers(request, extra_headers),
             allow_redirects=False,
             proxy=s.proxy or None,
             trace_request_ctx=progress,
+            timeout=aiohttp.ClientTimeout(
+                total=None, sock_connect=s.connect_timeout_s, sock_read=progress.idle_s or None
+            ),
         )
         complete = False
         try:
             progress.phase = "body"
             headers = tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers)
+            keep = progress.keep_body
+            if keep is not None and not keep(resp.status, headers):
+                method = "HEAD"  # dropped on its headers: the body is not read (closed below)
             try:
                 raw, body, truncated = await self._read_body(
                     resp, headers, method, cap, progress, truncate
@@ -406,7 +431,8 @@ class AiohttpFetcher:
                 raise BodyTooLarge(
                     f"{exc.detail} (HTTP status {resp.status})", bytes_read=exc.bytes_read
                 ) from None
-            complete = not truncated  # a truncated body was not read to its end: close
+            # a truncated or dropped body was not read to its end: close
+            complete = not truncated and method == request_method
         finally:
             if complete:
                 resp.release()
@@ -482,7 +508,7 @@ class AiohttpFetcher:
         self, resp: ClientResponse, protocol: ResponseHandler | None, progress: _Progress
     ) -> bytes:
         """Next body chunk (b"" at the end), with an idle deadline of ``read_timeout_s``."""
-        idle_s = self.settings.read_timeout_s
+        idle_s = progress.idle_s
         if idle_s <= 0:  # no idle deadline configured
             return await resp.content.readany()
         waited = 0.0
@@ -530,7 +556,7 @@ class AiohttpFetcher:
             )
         if isinstance(exc, aiohttp.ServerTimeoutError):
             return FetchTimeout(
-                f"timeout (idle read): no data for {s.read_timeout_s:g} s "
+                f"timeout (idle read): no data for {progress.idle_s:g} s "
                 f"during {progress.phase}, {progress.raw_bytes} body bytes read",
                 bytes_read=n,
             )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 from skitter.models import Request, Response
@@ -20,6 +21,9 @@ class Fetcher(Protocol):
         method: str = "GET",
         max_body_bytes: int | None = None,
         truncate: bool = False,
+        headers: Sequence[tuple[str, str]] = (),
+        keep_body: Callable[[int, tuple[tuple[str, str], ...]], bool] | None = None,
+        read_timeout_s: float | None = None,
     ) -> Response:
         """Make one request and return the response of that single hop.
 
@@ -33,6 +37,11 @@ class Fetcher(Protocol):
             max_body_bytes: cap on the decoded body in bytes; None = the fetcher's default.
             truncate: return the first ``max_body_bytes`` bytes (``Response.truncated``
                 set) instead of raising ``BodyTooLarge`` (robots.txt, RFC 9309 §2.5).
+            headers: extra request headers for this request only, sent as given after
+                the others (e.g. a recrawl's ``If-None-Match`` / ``If-Modified-Since``).
+            keep_body: called with (status, headers) as they arrive; False: the body is
+                not read, the connection closed, ``body`` empty (file-type focus).
+            read_timeout_s: idle-read deadline of this fetch, seconds (None: the default).
 
         Returns:
             The response; HTTP 4xx/5xx are responses too, never exceptions.

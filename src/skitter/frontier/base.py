@@ -160,6 +160,27 @@ class Frontier(Protocol):
         """True when nothing is pending and nothing is leased."""
         ...
 
+    async def note_inlinks(self, links: Sequence[tuple[str, str]]) -> int:
+        """In-link ranking (``--order inlinks``): raise the priority of linked pending URLs.
+
+        ``links`` holds ``(target, source_host)`` pairs: a canonical target URL and the host
+        key (:func:`skitter.urls.host_key`) of a page linking to it. For each pair whose
+        target is pending (not leased, not done; its plain entry, not a ``force=True`` one),
+        whose ``source_host`` differs from the target's host key, and which this source host
+        has not linked to before: the target's ``priority`` goes down by 1, so within its
+        host it is leased before URLs linked from fewer distinct other hosts (lease order
+        stays lowest ``(priority, depth)``, then FIFO). Pairs for unknown, leased or done
+        URLs are ignored (and not remembered). Repeating a pair changes nothing. The new
+        priority is durable like an ``add`` and is the one the lease's request carries.
+
+        Returns:
+            The number of priority changes made.
+
+        Raises:
+            FrontierError: the backend failed.
+        """
+        ...
+
     async def mark_done(self, urls: Sequence[str]) -> None:
         """Resume reconciliation: record these canonical URLs as done.
 
@@ -504,6 +525,12 @@ class _CoreFrontier:
     def _counts(self) -> FrontierCounts:
         active = sum(1 for h in self._hosts.values() if h.pending or h.inflight)
         return FrontierCounts(self._pending, len(self._leases), self._done, active)
+
+    def _reprioritised(self, h: _Host, old: Entry, new: Entry) -> None:
+        """An available entry of ``h`` moved from ``old`` to ``new`` in the host's order."""
+        h.queue.discard(old)
+        h.queue.push(new)
+        self._touch(h)
 
     def _enqueued(self, h: _Host, entry: Entry) -> None:
         """A stored entry became pending (new or re-enqueued); caller touches ``h``."""

@@ -86,6 +86,7 @@ class MemoryFrontier(_CoreFrontier):
     def __init__(self, host_concurrency: int = 1, lease_ttl_s: float = 300.0) -> None:
         super().__init__(host_concurrency, lease_ttl_s)
         self._rows: dict[int, _Row] = {}
+        self._inlinks: dict[int, set[str]] = {}  # fp of a pending URL -> linking hosts
         self._seq = 0
         self._next_hid = 0
 
@@ -107,6 +108,7 @@ class MemoryFrontier(_CoreFrontier):
     ) -> None:
         row = self._rows[fp]
         row.state = _DONE
+        self._inlinks.pop(fp, None)
         row.status, row.etag, row.last_modified = status, etag, last_modified
 
     def _store_attempts(self, fp: int, attempts: int) -> None:
@@ -216,6 +218,31 @@ class MemoryFrontier(_CoreFrontier):
         """See :meth:`skitter.frontier.base.Frontier.is_finished`."""
         return self._pending == 0 and not self._leases
 
+    async def note_inlinks(self, links: Sequence[tuple[str, str]]) -> int:
+        """See :meth:`skitter.frontier.base.Frontier.note_inlinks`."""
+        self._check_open()
+        changed = 0
+        for url, source in links:
+            fp = fingerprint(url)
+            row = self._rows.get(fp)
+            if (
+                row is None
+                or row.state != _PENDING
+                or fp in self._leased_fps
+                or row.host == source
+                or row.request.url != url
+            ):
+                continue
+            hosts = self._inlinks.setdefault(fp, set())
+            if source in hosts:
+                continue
+            hosts.add(source)
+            old = row.entry(fp)
+            row.request = row.request._replace(priority=row.request.priority - 1)
+            self._reprioritised(self._hosts[row.host], old, row.entry(fp))
+            changed += 1
+        return changed
+
     async def mark_done(self, urls: Sequence[str]) -> None:
         """See :meth:`skitter.frontier.base.Frontier.mark_done`.
 
@@ -234,6 +261,7 @@ class MemoryFrontier(_CoreFrontier):
             elif row.state == _PENDING:
                 self._finish(self._hosts[row.host], row.entry(fp))
                 row.state = _DONE
+                self._inlinks.pop(fp, None)
 
     async def counts(self) -> FrontierCounts:
         """See :meth:`skitter.frontier.base.Frontier.counts`."""

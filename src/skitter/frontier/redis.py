@@ -176,6 +176,7 @@ class RedisFrontier:
                 ("renew", lua.RENEW),
                 ("delay", lua.DELAY),
                 ("mark_done", lua.MARK_DONE),
+                ("note_inlinks", lua.NOTE_INLINKS),
             )
         }
 
@@ -532,6 +533,28 @@ class RedisFrontier:
             return False
         pending, leased, done2, _ = await self._totals()
         return pending == 0 and leased == 0 and done2 == done
+
+    async def note_inlinks(self, links: Sequence[tuple[str, str]]) -> int:
+        """See :meth:`skitter.frontier.base.Frontier.note_inlinks` (one script per shard).
+
+        Cost: finding a pending URL reads its host's whole queue in Redis (O(queue)), so
+        ``--order inlinks`` suits hosts of up to some thousands of queued URLs.
+        """
+        self._check_open()
+        per_shard: dict[int, list[str]] = {}
+        for target, source_host in links:
+            try:
+                host = self._host_key(target)
+            except ValueError:
+                continue  # not a URL the frontier could hold: unknown, ignored
+            per_shard.setdefault(self._shard(host), []).extend(
+                (_fp16(fingerprint(target)), host, source_host)
+            )
+        changed = 0
+        for s, args in per_shard.items():
+            out = await self._script("note_inlinks", s, args)
+            changed += int(out[1])
+        return changed
 
     async def mark_done(self, urls: Sequence[str]) -> None:
         """See :meth:`skitter.frontier.base.Frontier.mark_done`.

@@ -249,6 +249,10 @@ class SharedCrawlFrontier:
             return True
         return await self.inner.is_finished()
 
+    async def note_inlinks(self, links: Sequence[tuple[str, str]]) -> int:
+        """See :meth:`RedisFrontier.note_inlinks`."""
+        return await self.inner.note_inlinks(links)
+
     async def mark_done(self, urls: Sequence[str]) -> None:
         """See :meth:`RedisFrontier.mark_done`."""
         await self.inner.mark_done(urls)

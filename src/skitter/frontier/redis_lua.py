@@ -19,6 +19,7 @@ Keys of a shard (``sp`` = ``{CRAWL:s}:``):
 * ``active``  set: hosts with pending or leased work
 * ``leases``  sorted set: token -> expires_at; ``lease`` hash: token -> host, score, member
 * ``lfp``     hash: KEY16 of a leased entry -> token
+* ``il:KEY16`` set: source hosts that linked to a pending URL (``--order inlinks``)
 * ``forced``  hash: KEY16 of a ``force=True`` entry -> 1 (pending or leased) or d (done)
 * ``seq``     counter of entries; ``tok`` the last token issued (microseconds, see below)
 * ``settled`` sorted set: the last 4096 tokens acked or retried (an ack or retry sent again
@@ -36,7 +37,18 @@ microseconds, and after the restart ``TIME`` is later.
 
 from __future__ import annotations
 
-__all__ = ["ACK", "ADD", "DELAY", "LEASE", "MARK_DONE", "RECLAIM", "RENEW", "RETRY", "SEQ"]
+__all__ = [
+    "ACK",
+    "ADD",
+    "DELAY",
+    "LEASE",
+    "MARK_DONE",
+    "NOTE_INLINKS",
+    "RECLAIM",
+    "RENEW",
+    "RETRY",
+    "SEQ",
+]
 
 #: Entries per (priority, depth) level of a shard: the seq part of a queue score.
 SEQ = 2**33
@@ -266,6 +278,7 @@ local key = string.sub(member, 1, 16)
 if redis.call('HEXISTS', sp .. 'forced', key) == 1 then
   redis.call('HSET', sp .. 'forced', key, 'd')
 end
+redis.call('DEL', sp .. 'il:' .. key)
 redis.call('HINCRBY', sp .. 'n', 'done', 1)
 delay(host, tonumber(ARGV[7]) + skew)
 touch(host)
@@ -351,5 +364,43 @@ for i = 5, #ARGV, 4 do
   end
 end
 return {fmt(skew)}
+"""
+)
+
+#: ARGV: sp-args(4), then 3 per pair: target KEY16, target host, source host. Returns
+#: {skew, changes}: a pending target linked from a new other host gets priority - 1.
+NOTE_INLINKS = (
+    _LIB
+    + r"""
+local changed = 0
+local touched = {}
+for i = 5, #ARGV, 3 do
+  local key, host, src = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  if src ~= host then
+    local m = find_pending(host, key)
+    if m and redis.call('SADD', sp .. 'il:' .. key, src) == 1 then
+      local q = sp .. 'q:' .. host
+      local score = tonumber(redis.call('ZSCORE', q, m))
+      local bar = string.find(m, '|', 17, true)
+      local r = cjson.decode(string.sub(m, bar + 1))
+      local prio = r[6] or 0
+      if prio > -512 then
+        if r[2] == nil then r[2] = 0 end
+        if r[3] == nil then r[3] = cjson.null end
+        if r[4] == nil then r[4] = cjson.null end
+        if r[5] == nil then r[5] = {} end
+        r[6] = prio - 1
+        if r[7] == nil then r[7] = 0 end
+        redis.call('ZREM', q, m)
+        local js = cjson.encode(r)
+        redis.call('ZADD', q, fmt(score - 1024 * SEQ), string.sub(m, 1, bar) .. js)
+        changed = changed + 1
+        touched[host] = true
+      end
+    end
+  end
+end
+for host, _ in pairs(touched) do touch(host) end
+return {fmt(skew), changed}
 """
 )

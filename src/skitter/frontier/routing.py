@@ -155,6 +155,12 @@ class RoutingFrontier:
         process's own journal)."""
         await self.local.mark_done(urls)
 
+    async def note_inlinks(self, links: Sequence[tuple[str, str]]) -> int:
+        """:meth:`Frontier.note_inlinks` of the local frontier: a target another process
+        owns is unknown here and ignored; its owner counts the link when it admits the
+        handed-over request (:class:`skitter.shard_peers.ShardPeers`)."""
+        return await self.local.note_inlinks(links)
+
     async def counts(self) -> FrontierCounts:
         """The local frontier's counts."""
         return await self.local.counts()

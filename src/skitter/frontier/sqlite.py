@@ -78,6 +78,7 @@ from skitter.frontier.sqlite_store import (
     _QUEUES,
     _SEEN,
     _SEEN_LEVELS,
+    _SET_PRIORITY,
     _TO_DONE,
     _decode,
     _encode,
@@ -526,6 +527,45 @@ class SqliteFrontier(_CoreFrontier, SeenTables):
         """See :meth:`skitter.frontier.base.Frontier.is_finished`."""
         self._check_open()
         return self._pending == 0 and not self._leases
+
+    async def note_inlinks(self, links: Sequence[tuple[str, str]]) -> int:
+        """See :meth:`skitter.frontier.base.Frontier.note_inlinks`.
+
+        Costs a few primary-key lookups per pair (the ``seen`` levels, the queue row, the
+        ``inlinks`` table); meant for ``--order inlinks`` only.
+
+        Raises:
+            FrontierError: database failure.
+        """
+        changed = 0
+        with self._guard() as db:
+            seen = self._seen
+            for url, source in links:
+                fp = fingerprint(url)
+                if not (seen.recent(fp) or seen.maybe(fp)):
+                    continue
+                seq = self._seq_of(fp)
+                if seq is None or seq in self._leased_fps:
+                    continue
+                new = seq > self._merged_seq
+                row = db.execute(_KEYS[new], (seq,)).fetchone()
+                if row is None:  # done
+                    continue
+                hid, priority, depth, _ = row
+                h = self._by_id[hid]
+                if h.name == source:
+                    continue
+                cur = db.execute(
+                    "INSERT OR IGNORE INTO inlinks(seq, src) VALUES (?, ?)",
+                    (seq, fingerprint(source)),
+                )
+                if cur.rowcount != 1:
+                    continue
+                db.execute(_SET_PRIORITY[new], (priority - 1, seq))
+                self._ops += 2
+                self._reprioritised(h, (priority, depth, seq, seq), (priority - 1, depth, seq, seq))
+                changed += 1
+        return changed
 
     async def mark_done(self, urls: Sequence[str]) -> None:
         """See :meth:`skitter.frontier.base.Frontier.mark_done`.

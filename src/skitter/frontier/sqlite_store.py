@@ -18,6 +18,8 @@ Storage (the database is the source of truth; memory is a cache rebuilt on open)
          last_modified)           -- order they were done (a queue row moves here, with its
                                   -- seq, when acked); a forced key done twice has two rows
     hosts(id INTEGER PRIMARY KEY, host TEXT UNIQUE, not_before REAL)
+    inlinks(seq, src)             -- note_inlinks: source host fingerprints that linked
+                                  -- to the pending row ``seq`` (created on open if missing)
     meta(key TEXT PRIMARY KEY, value)   -- schema (2), next_seq, merged_seq, flushes
     index queue_host, queue_new_host ON (host, priority, depth)  -- (+ seq, the rowid)
     views seen(fp, seq) (all levels) and urls(url, state 0/2, ..., seq), for people
@@ -135,6 +137,11 @@ _TO_DONE = tuple(
 _INSERT_DONE = "INSERT INTO done(seq, url, status, etag, last_modified) VALUES (?, ?, ?, ?, ?)"
 _DELETE = tuple(f"DELETE FROM {t} WHERE seq = ?" for t in _QUEUES)
 _ATTEMPTS = tuple(f"UPDATE {t} SET attempts = ? WHERE seq = ?" for t in _QUEUES)
+_INLINKS = (
+    "CREATE TABLE IF NOT EXISTS inlinks(seq INTEGER NOT NULL, src INTEGER NOT NULL, "
+    "PRIMARY KEY (seq, src)) WITHOUT ROWID"
+)
+_SET_PRIORITY = tuple(f"UPDATE {t} SET priority = ? WHERE seq = ?" for t in _QUEUES)
 _SEQ_OF = " UNION ALL ".join(f"SELECT seq FROM {t} WHERE fp = ?1" for t in _SEEN) + " LIMIT 1"
 
 
@@ -260,6 +267,7 @@ def open_database(db: sqlite3.Connection, path: str) -> dict[str, Any]:
                 if stmt.strip():
                     db.execute(stmt)
             db.execute("INSERT INTO meta VALUES ('schema', ?)", (_SCHEMA_VERSION,))
+        db.execute(_INLINKS)  # additive: older files of this schema gain it
         meta = dict(db.execute("SELECT key, value FROM meta"))
         db.execute("COMMIT")
     finally:

@@ -1,0 +1,151 @@
+"""The crawl's sitemap phase: read the seeds' sitemaps before the first lease, queue entries.
+
+Run once by the crawl loop (:mod:`skitter.crawler`) after the seeds are queued, when
+``--sitemaps`` is not ``off`` or ``--sitemap`` URLs are given (never for link checking). The
+roots (:func:`skitter.sitemap_reader.sitemap_roots`) are the ``Sitemap:`` lines of the seed
+origins' robots.txt, ``/sitemap.xml`` with ``also``, and the ``--sitemap`` URLs; the walk
+(:class:`skitter.sitemap_reader.SitemapReader`) fetches through the worker
+(:meth:`skitter.worker.Worker.fetch_aside`: robots.txt, politeness gap, ``--ip-concurrency``,
+archived to the WARC like robots.txt, no pages.jsonl record). Entries are decided like links
+of a depth-0 page (scope, traps; depth 1) and written to links.tsv with kind ``sitemap``,
+source the sitemap URL and the ``lastmod`` as anchor.
+
+Durability: the phase ends with a checkpoint, then ``sitemaps.json`` (the report block) is
+written; a resume finding it skips the phase. A resume of an interrupted phase reads the
+sitemaps again: entries already queued are then ``seen`` (their rows appear twice), none is
+lost. With ``--processes``, each process reads the sitemaps of the seeds it owns; entries for
+other processes' hosts are handed over like links.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from skitter.export.links import format_rows
+from skitter.models import Request
+from skitter.rules import Decision
+from skitter.sitemap_reader import SitemapReader, sitemap_roots
+from skitter.sitemaps import SitemapEntry, SitemapStats
+from skitter.state import SITEMAPS_FILE, atomic_write_json, read_json
+from skitter.urls import canonicalize, host_key, origin
+
+if TYPE_CHECKING:
+    from skitter.context import CrawlContext
+    from skitter.worker import Worker
+
+__all__ = ["read_sitemaps"]
+
+#: Entries decided and queued per batch.
+BATCH = 1000
+
+
+async def read_sitemaps(
+    ctx: CrawlContext, worker: Worker, checkpoint: Callable[[], Awaitable[None]]
+) -> None:
+    """The sitemap phase (see the module doc); ``checkpoint`` commits the crawl state.
+
+    Sets ``ctx.sitemap_stats`` (the report.json ``sitemaps`` block).
+    """
+    q = ctx.quality
+    if q.sitemaps == "off" and not q.sitemap_urls:
+        return
+    marker = ctx.out_dir / SITEMAPS_FILE
+    if marker.exists():
+        ctx.sitemap_stats = read_json(marker)
+        return
+    c = ctx.components
+    peers = ctx.peers
+    origins: list[str] = []
+    for s in ctx.settings.seeds:
+        url = canonicalize(s)
+        if url is not None and not peers.is_foreign(url) and origin(url) not in origins:
+            origins.append(origin(url))
+    # hosts in parallel (--concurrency at once), each host's sitemaps one after the other
+    slots = asyncio.Semaphore(max(1, ctx.settings.politeness.concurrency))
+    found: dict[str, list[tuple[str, str]]] = {}
+
+    async def robots_of(org: str) -> None:
+        async with slots:
+            robots = await c.robots.rules_for(org + "/")
+        robots_url = robots.final_url or org + "/robots.txt"
+        found[org] = [(v, robots_url) for v in robots.rules.sitemaps]
+
+    if q.sitemaps != "off" and not ctx.settings.politeness.ignore_robots:
+        await asyncio.gather(*(robots_of(org) for org in origins))
+    roots = sitemap_roots(q, origins, lambda org: found.get(org, []))
+    # sharded: a --sitemap URL is read by the owner of its host
+    roots = [r for r in roots if not peers.is_foreign(canonicalize(r) or r)]
+    by_host: dict[str, list[str]] = {}
+    for r in roots:
+        canon = canonicalize(r)
+        by_host.setdefault(host_key(canon) if canon else r, []).append(r)
+
+    async def allowed(url: str) -> bool:
+        if ctx.settings.politeness.ignore_robots:
+            return True
+        return (await c.robots.check(url)).allowed
+
+    async def fetch(url: str) -> Any:
+        return await worker.fetch_aside(url, q.max_sitemap_bytes)
+
+    # one reader: the graph (each sitemap read once) and the counters are shared
+    reader = SitemapReader(q, fetch, allowed, c.scope.in_scope)
+
+    async def walk(host_roots: list[str]) -> None:
+        async with slots:
+            batch: list[tuple[str, SitemapEntry]] = []
+            async for sm_url, entry in reader.read(host_roots):
+                batch.append((sm_url, entry))
+                if len(batch) >= BATCH:
+                    await _queue_entries(ctx, batch, reader.stats, allowed)
+                    batch = []
+            if batch:
+                await _queue_entries(ctx, batch, reader.stats, allowed)
+
+    await asyncio.gather(*(walk(rs) for rs in by_host.values()))
+    ctx.sitemap_stats = {"mode": q.sitemaps, **reader.stats.as_dict()}
+    await checkpoint()
+    atomic_write_json(marker, ctx.sitemap_stats)
+
+
+async def _queue_entries(
+    ctx: CrawlContext,
+    batch: list[tuple[str, SitemapEntry]],
+    stats: SitemapStats,
+    allowed: Callable[[str], Awaitable[bool]],
+) -> None:
+    """Decide sitemap entries like links of a seed page and queue them (depth 1)."""
+    c = ctx.components
+    is_foreign = ctx.peers.is_foreign
+    fields: list[list[Any]] = []
+    pending: dict[str, int] = {}
+    to_add: list[Request] = []
+    for i, (sm_url, entry) in enumerate(batch):
+        decision, canon = c.scope.decide(
+            entry.url, depth=1, nofollow=False, index=i, is_seed_page=False
+        )
+        dec = decision.value
+        if decision is Decision.SCOPE:
+            stats.out_of_scope += 1
+        if decision is Decision.QUEUED and canon is not None:
+            if not is_foreign(canon) and not await allowed(canon):
+                stats.robots_disallowed += 1  # queued anyway: the fetch records it
+            if canon in pending:
+                dec = Decision.SEEN.value
+            elif not is_foreign(canon) and (trap := ctx.traps.admit(canon)) is not None:
+                dec = trap.decision.value
+            else:
+                pending[canon] = len(fields)
+                to_add.append(Request(url=canon, depth=1, referer=sm_url))
+        target = canon if canon is not None else entry.url
+        fields.append([sm_url, target, "", entry.lastmod or "", "sitemap", False, dec])
+    if to_add:
+        added = await ctx.add(to_add)
+        for canon, idx in pending.items():
+            if canon not in added:
+                fields[idx][6] = Decision.SEEN.value
+    c.links.write_text(format_rows(fields))
+    ctx.stats.count_decisions(Counter(f[6] for f in fields))

@@ -1,0 +1,52 @@
+"""The file-type and self-tuning flags as parsed into settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from skitter.autotune import AutoLimit, FixedLimit, concurrency_limit, share_memory
+from skitter.cli import build_parser
+from skitter.cli.common import settings_from_args
+from skitter.cli.focus_flags import AUTO_CONCURRENCY_MAX
+from skitter.settings import CrawlSettings, FocusSettings
+from skitter.state import settings_from_dict, settings_to_dict
+
+
+def parse(tmp_path: Path, *flags: str) -> CrawlSettings:
+    args = build_parser().parse_args(["crawl", "http://a.test/", "-o", str(tmp_path), *flags])
+    return settings_from_args(args)
+
+
+def test_lists_are_normalised_and_deduplicated(tmp_path: Path) -> None:
+    s = parse(
+        tmp_path,
+        *("--accept-type", "Application/PDF", "--accept-type", "application/pdf"),
+        *("--reject-type", "image/*", "--accept-ext", ".PDF", "--reject-ext", "zip"),
+        *("--save-files", "files"),
+    )
+    f = s.focus
+    assert f.accept_types == ("application/pdf",) and f.reject_types == ("image/*",)
+    assert f.accept_exts == ("pdf",) and f.reject_exts == ("zip",) and f.save_files == "files"
+    assert settings_from_dict(settings_to_dict(s)).focus == f  # state.json round trip
+
+
+def test_auto_with_and_without_a_number(tmp_path: Path) -> None:
+    s = parse(tmp_path, "--concurrency", "auto")
+    assert s.focus.concurrency_auto and s.politeness.concurrency == AUTO_CONCURRENCY_MAX
+    assert isinstance(concurrency_limit(s), AutoLimit)
+    s = parse(tmp_path, "--concurrency", "40", "--concurrency", "auto", "--timeout", "auto")
+    assert s.politeness.concurrency == 40 and s.focus.timeout_auto
+    assert s.fetch.timeout_s == 30.0
+    s = parse(tmp_path, "--timeout", "auto", "--timeout", "9")
+    assert s.focus.timeout_auto and s.fetch.timeout_s == 9.0 and s.fetch.read_timeout_s == 9.0
+    s = parse(tmp_path, "--concurrency", "12")
+    assert not s.focus.concurrency_auto and s.politeness.concurrency == 12
+    limit = concurrency_limit(s)
+    assert isinstance(limit, FixedLimit) and limit.value == 12
+    assert parse(tmp_path).focus == FocusSettings()
+
+
+def test_memory_is_shared_out_between_processes() -> None:
+    f = share_memory(FocusSettings(max_memory_bytes=1000), 3)
+    assert f.max_memory_bytes == 333
+    assert share_memory(FocusSettings(), 2).max_memory_bytes > 0
