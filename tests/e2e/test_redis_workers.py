@@ -19,7 +19,6 @@ import pytest
 
 from tests.integration.site import Site
 from tests.integration.test_processes import (
-    barrier,
     crawl_args,
     finish,
     page_body,
@@ -36,14 +35,33 @@ HOSTS = [f"w{i}.test" for i in range(6)]
 PAGES = 12  # per host: 6 x (root + 12) = 78 pages
 
 
+def barrier_of_all(n: int) -> Any:
+    """``wrap(handler)``: handlers that answer only once ``n`` of them were called."""
+    arrived = [0]
+    ready = asyncio.Event()
+
+    def wrap(handler: Any) -> Any:
+        async def h(request: Any) -> Any:
+            arrived[0] += 1
+            if arrived[0] >= n:
+                ready.set()
+            await asyncio.wait_for(ready.wait(), 30)
+            return await handler(request)
+
+        return h
+
+    return wrap
+
+
 def build_site(site: Site, delay_s: float) -> list[str]:
     """Six hosts; each root links to its pages, page j to j+1 and to a page of the next
     host. The roots answer only once all six were requested: with ``--concurrency 2`` per
     worker, three workers must be leasing at once for the crawl to begin."""
-    roots = barrier(len(HOSTS), slow_page(page_body("/p/0", "/p/1"), delay_s))
-    for i, h in enumerate(HOSTS):
+    barrier_of = barrier_of_all(len(HOSTS))
+    for i, h in enumerate(HOSTS):  # distinct bodies (identical pages count as duplicates)
         nxt = HOSTS[(i + 1) % len(HOSTS)]
-        site.route(h, "/", roots[i])
+        root = slow_page(page_body("/p/0", "/p/1", site.url(nxt, "/")), delay_s)
+        site.route(h, "/", barrier_of(root))
         for j in range(PAGES):
             hrefs = [f"/p/{t}" for t in (j + 1, j + 2) if t < PAGES]
             hrefs.append(site.url(nxt, f"/p/{(j * 5) % PAGES}"))
@@ -256,7 +274,8 @@ async def test_frozen_worker_late_acks_refused(
         return h
 
     for i, h in enumerate(HOSTS):
-        site.route(h, "/", gated(slow_page(page_body("/p/0", "/p/1"), 0.0)))
+        root = page_body("/p/0", "/p/1", site.url(HOSTS[(i + 1) % len(HOSTS)], "/"))
+        site.route(h, "/", gated(slow_page(root, 0.0)))
         for j in range(3):
             nxt = site.url(HOSTS[(i + 1) % len(HOSTS)], f"/p/{j}")
             site.route(h, f"/p/{j}", slow_page(page_body(f"/p/{(j + 1) % 3}", nxt), 0.0))
@@ -317,8 +336,9 @@ async def test_ip_concurrency_holds_across_workers(
     for i, h in enumerate(HOSTS):
         nxt = site.url(HOSTS[(i + 1) % len(HOSTS)], "/p/0")
         site.route(h, "/", slow_page(page_body("/p/0", nxt), 0.05))
-        for j in range(4):
-            site.route(h, f"/p/{j}", slow_page(page_body(f"/p/{(j + 1) % 4}"), 0.05))
+        for j in range(4):  # distinct bodies (identical pages count as duplicates)
+            body = page_body(f"/p/{(j + 1) % 4}", site.url(h, f"/p/{(j + 2) % 4}"))
+            site.route(h, f"/p/{j}", slow_page(body, 0.05))
     outs = [tmp_path / f"w{k}" for k in range(3)]
     first = await start_crawl(site, redis_server_own, outs[0], "--ip-concurrency", "3")
     await wait_for(lambda: (outs[0] / "worker.json").exists(), first)
