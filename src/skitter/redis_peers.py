@@ -79,7 +79,14 @@ class RedisPeers(Alone):
 
     def open(self, ctx: CrawlContext, loop: LoopControl) -> None:
         """Take the Redis client of the crawl's frontier for the shared IP slots."""
+        from skitter.frontier.redis_crawl import SharedCrawlFrontier
+
         frontier: Any = ctx.components.frontier
+        for _ in range(8):  # under wrappers (e.g. the observer's ObservedFrontier)
+            if isinstance(frontier, SharedCrawlFrontier):
+                break
+            frontier = frontier.inner
+        assert isinstance(frontier, SharedCrawlFrontier)
         s = ctx.settings
         self.ip_slots = RedisIpSlots(
             frontier.client,

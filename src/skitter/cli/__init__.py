@@ -26,6 +26,7 @@ from skitter.cli import (
     graph,
     index,
     merge,
+    report,
     status,
     worker,
 )
@@ -42,6 +43,7 @@ COMMANDS: dict[str, ModuleType] = {
     "index": index,
     "graph": graph,
     "merge": merge,
+    "report": report,
     "worker": worker,
     "status": status,
     "control": control,

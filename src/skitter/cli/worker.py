@@ -13,6 +13,7 @@ from skitter.cli.common import os_error_line, positive_float
 from skitter.cli.crawl import _crawl
 from skitter.errors import FrontierError, SkitterError
 from skitter.state import STATE_FILE, settings_from_dict
+from skitter.status.session import StatusOptions
 
 
 def add_parser(sub: Any) -> None:
@@ -79,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     hint = f"skitter worker {args.redis_url} --out {args.out} --crawl-id {args.crawl_id}"
     try:
         settings = asyncio.run(_settings(args))
-        return asyncio.run(_crawl(settings))
+        return asyncio.run(_crawl(settings, StatusOptions.from_args(args)))
     except FrontierError as exc:
         print(f"skitter: error: {exc}", file=sys.stderr)
         print(f"the worker stopped; the crawl is kept in Redis: {hint}", file=sys.stderr)
