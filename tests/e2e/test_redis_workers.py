@@ -340,7 +340,10 @@ async def test_ip_concurrency_holds_across_workers(
             body = page_body(f"/p/{(j + 1) % 4}", site.url(h, f"/p/{(j + 2) % 4}"))
             site.route(h, f"/p/{j}", slow_page(body, 0.05))
     outs = [tmp_path / f"w{k}" for k in range(3)]
-    first = await start_crawl(site, redis_server_own, outs[0], "--ip-concurrency", "3")
+    # --status-port: the frontier is wrapped by the status observer (the slots still shared)
+    first = await start_crawl(
+        site, redis_server_own, outs[0], "--ip-concurrency", "3", "--status-port", "0"
+    )
     await wait_for(lambda: (outs[0] / "worker.json").exists(), first)
     workers = [await start_worker(redis_server_own, o) for o in outs[1:]]
     for rc, _, err in await finish_all([first, *workers]):
