@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.integration.site import Site
+from tests.redis_server import RedisServer
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -22,3 +23,25 @@ async def site() -> AsyncIterator[Site]:
         yield s
     finally:
         await s.close()
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """One ``redis-server`` for the session (loopback, AOF on); tests use distinct crawl ids."""
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def redis_server_own(tmp_path: Path) -> Iterator[RedisServer]:
+    """A ``redis-server`` of this test alone (fault tests kill and restart it)."""
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

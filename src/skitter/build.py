@@ -21,10 +21,11 @@ from skitter.lease_policy import FetchPolicy, LeasePolicy
 from skitter.links import extract
 from skitter.models import Page, Response
 from skitter.offline.cdxj import CrawlIndexer, index_missing
+from skitter.peers import Alone, Peers
 from skitter.robots import product_token
 from skitter.robots_cache import RobotsCache
 from skitter.rules import ScopeRule
-from skitter.settings import CrawlSettings
+from skitter.settings import CrawlSettings, is_redis_url
 from skitter.state import (
     COOKIES_FILE,
     FRONTIER_FILE,
@@ -36,7 +37,7 @@ from skitter.state import (
 from skitter.typefocus import Focus, NoFocus, focus_port
 from skitter.urls import canonicalize
 
-__all__ = ["Components", "build_components", "lease_policy"]
+__all__ = ["Components", "build_components", "default_peers", "lease_policy"]
 
 log = logging.getLogger("skitter")
 
@@ -109,6 +110,16 @@ class Components:
                 self.focus.close()
 
 
+def default_peers(settings: CrawlSettings) -> Peers:
+    """The peers of a crawl alone: none (:class:`skitter.peers.Alone`), or the other workers
+    of a Redis crawl (:class:`skitter.redis_peers.RedisPeers`: shared IP slots)."""
+    if is_redis_url(settings.frontier):
+        from skitter.redis_peers import RedisPeers
+
+        return RedisPeers()
+    return Alone()
+
+
 def lease_policy(settings: CrawlSettings, clock: Callable[[], float]) -> LeasePolicy:
     """The lease policy of the crawl's mode: link checking (``settings.check_links``:
     :class:`skitter.checklinks.CheckPolicy`, with the previous check's cache on resume) or a
@@ -139,6 +150,10 @@ async def _open_frontier(settings: CrawlSettings, out_dir: Path) -> Frontier:
         from skitter.frontier.sqlite import SqliteFrontier
 
         return SqliteFrontier(str(out_dir / FRONTIER_FILE), host_concurrency=p.host_concurrency)
+    if is_redis_url(settings.frontier):
+        from skitter.frontier.redis_crawl import open_worker_frontier
+
+        return await open_worker_frontier(settings, warn=log.warning)
     raise ConfigError(f"unknown frontier backend {settings.frontier!r} (use sqlite or memory)")
 
 
@@ -169,6 +184,19 @@ async def build_components(
     # the frontier takes the folder's lock: a second process on a live crawl stops here,
     # before it repairs (truncates) anything
     frontier = await _open_frontier(settings, out_dir)
+    if is_redis_url(settings.frontier):  # a WARC series per worker; robots.txt shared
+        from skitter.distributed import shared_robots_fetch
+        from skitter.frontier.redis_crawl import SharedCrawlFrontier
+
+        assert isinstance(frontier, SharedCrawlFrontier)
+        warc_prefix = f"skitter-w{frontier.worker_id}"
+        robots_fetch = shared_robots_fetch(
+            robots_fetch,
+            frontier.client,
+            frontier.crawl_id,
+            ttl_s=settings.politeness.robots_ttl_s,
+            retry_s=settings.politeness.robots_retry_s,
+        )
     seeds = [u for u in (canonicalize(s) for s in settings.seeds) if u is not None]
     p = settings.politeness
     cookies_path = out_dir / COOKIES_FILE

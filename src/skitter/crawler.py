@@ -30,12 +30,12 @@ from typing import TYPE_CHECKING, Any
 from skitter.autotune import AutoLimit, FixedLimit, concurrency_limit
 from skitter.context import CrawlContext, RobotsNotes
 from skitter.duplicates import DuplicateStage
-from skitter.errors import FetchError, HookError, OutputError, SkitterError
+from skitter.errors import FetchError, FrontierError, HookError, OutputError, SkitterError
 from skitter.events import CrawlHooks
 from skitter.lease_policy import LeasePolicy
 from skitter.models import Lease, Request, Response
 from skitter.observer import observe_frontier
-from skitter.peers import Alone, Peers
+from skitter.peers import Peers
 from skitter.recovery import reconcile
 from skitter.recrawl import RecrawlPolicy
 from skitter.reporting import build_report, write_report
@@ -74,7 +74,8 @@ class Crawler:
         hooks: callbacks (:class:`skitter.events.CrawlHooks`).
         clock: seconds (epoch) for politeness schedules.
         peers: the other processes of the crawl (default: none,
-            :class:`skitter.peers.Alone`; ``--processes``:
+            :class:`skitter.peers.Alone`, or the other workers of a Redis crawl;
+            ``--processes``:
             :class:`skitter.shard_peers.ShardPeers`).
         policy: the mode's lease policy (default: :func:`skitter.build.lease_policy` of
             ``settings``; link checking: :class:`skitter.checklinks.CheckPolicy`).
@@ -95,10 +96,10 @@ class Crawler:
         policy: LeasePolicy | None = None,
         limit: FixedLimit | AutoLimit | None = None,
     ) -> None:
-        from skitter.build import lease_policy
+        from skitter.build import default_peers, lease_policy
 
         self.settings = settings
-        self.peers: Peers = peers if peers is not None else Alone()
+        self.peers: Peers = peers if peers is not None else default_peers(settings)
         self.hooks = hooks or CrawlHooks()
         self.clock = clock
         self.out_dir = Path(settings.out_dir)
@@ -383,6 +384,8 @@ class Crawler:
             await worker.process(lease)
         except asyncio.CancelledError:
             raise
+        except FrontierError as e:  # e.g. a lease lost while frozen: its late ack refused
+            log.warning("%s", e)
         except (OutputError, HookError, OSError) as exc:
             if isinstance(exc, FetchError):  # a fetch failure that escaped: a bug
                 log.exception("internal error while processing %s", lease.request.url)

@@ -18,7 +18,7 @@ branch of their own for sharding:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -51,13 +51,15 @@ class LoopControl(Protocol):
 
 
 class SharedSlots(Protocol):
-    """``--ip-concurrency`` counted over every process (:class:`skitter.sharding.IpSlots`)."""
+    """``--ip-concurrency`` counted over every process (:class:`skitter.sharding.IpSlots`)
+    or every worker of a Redis crawl (:class:`skitter.redis_peers.RedisIpSlots`, whose
+    methods return awaitables)."""
 
-    def try_acquire(self, ip: str) -> bool:
+    def try_acquire(self, ip: str) -> bool | Awaitable[bool]:
         """Take a slot for ``ip`` if one is free."""
         ...
 
-    def release(self, ip: str) -> None:
+    def release(self, ip: str) -> Awaitable[None] | None:
         """Give back a slot."""
 
 

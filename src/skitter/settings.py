@@ -26,6 +26,7 @@ __all__ = [
     "PolitenessSettings",
     "QualitySettings",
     "ScopeSettings",
+    "is_redis_url",
 ]
 
 DEFAULT_USER_AGENT = f"Skitter/{__version__} (+https://github.com/skitter-crawler/skitter)"
@@ -352,7 +353,8 @@ class CrawlSettings:
     Attributes:
         out_dir: output folder (WARC, pages.jsonl, links.tsv, report.json, state).
         seeds: seed URLs as given (canonicalised at start).
-        frontier: "sqlite" or "memory".
+        frontier: "sqlite", "memory", or a Redis URL (``redis://``, ``rediss://``,
+            ``redis+cluster://``: the frontier shared by many workers).
         max_pages: stop after this many records with a 2xx status; None = no limit.
         warc: write WARC files.
         warc_max_bytes: rotate WARC files at this size (bytes).
@@ -371,6 +373,13 @@ class CrawlSettings:
         processes: crawler processes, each owning the hosts that hash to it
             (:mod:`skitter.processes`; run by the command line). 1 = this process only.
         quality: duplicate pages, sitemaps, fetch order (:class:`QualitySettings`).
+        crawl_id: with a Redis frontier, the crawl's key prefix in Redis.
+        lease_ttl_s: with a Redis frontier, seconds a lease lasts unless renewed (renewed
+            every third of it while the worker lives).
+        redis_wait_s: with a Redis frontier, seconds to keep retrying while Redis is
+            unreachable before giving up (exit 1, resumable).
+        join: with a Redis frontier, join the existing crawl (``skitter worker``) instead
+            of creating it (``skitter crawl``).
         extract_links: parse HTML pages for links (False = ``skitter fetch``: pages are
             fetched, archived and recorded, never parsed; only redirects are followed).
         focus: file-type focus, ``--save-files``, adaptive concurrency and timeouts.
@@ -401,6 +410,10 @@ class CrawlSettings:
     extract_links: bool = True
     focus: FocusSettings = field(default_factory=FocusSettings)
     max_time_s: float | None = None
+    crawl_id: str = "skitter"
+    lease_ttl_s: float = 60.0
+    redis_wait_s: float = 300.0
+    join: bool = False
 
     def __post_init__(self) -> None:
         from skitter.seeds import seed_url
@@ -427,6 +440,10 @@ class CrawlSettings:
         _number(o, "max_time_s", self.max_time_s, strict=True, optional=True)
         _number(o, "warc_max_bytes", self.warc_max_bytes, low=1, whole=True)
         _number(o, "processes", self.processes, low=1, whole=True)
+        if not isinstance(self.crawl_id, str) or not self.crawl_id:
+            raise ConfigError(f"{o}.crawl_id must be a non-empty name, got {self.crawl_id!r}")
+        _number(o, "lease_ttl_s", self.lease_ttl_s, strict=True)
+        _number(o, "redis_wait_s", self.redis_wait_s)
         for name in (
             "warc",
             "quiet",
@@ -435,5 +452,12 @@ class CrawlSettings:
             "check_resources",
             "check_fragments",
             "extract_links",
+            "join",
         ):
             _flag(o, name, getattr(self, name))
+
+
+def is_redis_url(frontier: str) -> bool:
+    """True when a ``frontier`` setting names a Redis URL (``redis://``, ``rediss://``,
+    ``redis+cluster://``) rather than ``sqlite`` or ``memory``."""
+    return frontier.split("://", 1)[0].lower() in ("redis", "rediss", "redis+cluster")

@@ -23,8 +23,8 @@ import inspect
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from typing import Any, TypeVar
 
 from skitter.context import CrawlContext
 from skitter.continuations import follow_redirect
@@ -191,13 +191,13 @@ class Worker:
                 return
             ip = ips[0]
             delay = 0.002
-            while not shared.try_acquire(ip):  # bounded by the other processes' requests
+            while not await _maybe(shared.try_acquire(ip)):  # bounded by the others' requests
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 0.05)
             try:
                 yield
             finally:
-                shared.release(ip)
+                await _maybe(shared.release(ip))
 
     def gap_s(self, crawl_delay_s: float | None) -> float:
         """Seconds between two requests to a host (``--delay``, its crawl-delay, the cap)."""
@@ -660,3 +660,13 @@ def _rows_as(source: str, page: Page, decision: str) -> tuple[list[list[Any]], C
             target, fragment = link.raw, ""
         fields.append([source, target, fragment, link.anchor, link.kind, nofollow, decision])
     return fields, Counter({decision: len(fields)} if fields else {})
+
+
+T = TypeVar("T")
+
+
+async def _maybe(value: T | Awaitable[T]) -> T:
+    """``value``, awaited first if it is awaitable (shared slots in Redis are async)."""
+    if inspect.isawaitable(value):
+        return await value
+    return value

@@ -1,5 +1,5 @@
-"""The frontier contract: one suite run over every backend (memory, sqlite, and the routing
-frontier of ``--processes`` with one process owning every host).
+"""The frontier contract: one suite run over every backend (memory, sqlite, the routing
+frontier of ``--processes`` with one process owning every host, and redis).
 
 Time is a fake clock: plain floats passed as ``now``; nothing sleeps.
 """
@@ -7,10 +7,12 @@ Time is a fake clock: plain floats passed as ``now``; nothing sleeps.
 from __future__ import annotations
 
 import random
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
+import redis.asyncio as aioredis
 
 from skitter.errors import FrontierError
 from skitter.frontier import (
@@ -21,24 +23,43 @@ from skitter.frontier import (
     SqliteFrontier,
 )
 from skitter.frontier.base import _HostKeys
+from skitter.frontier.redis import RedisFrontier
 from skitter.frontier.routing import RoutingFrontier
 from skitter.models import Hop, Lease, Request
 from skitter.sharding import Handoff
 from skitter.urls import host_key
+from tests.redis_server import RedisServer
 
 Factory = Callable[..., Awaitable[Frontier]]
 
 
-@pytest.fixture(params=["memory", "sqlite", "routing"])
+@pytest.fixture(params=["memory", "sqlite", "routing", "redis"])
 async def make(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Factory]:
-    """A factory ``await make(host_concurrency=1, lease_ttl_s=300.0)`` for the backend."""
+    """A factory ``await make(host_concurrency=1, lease_ttl_s=300.0)`` for the backend.
+
+    Redis: the session's ``redis-server``, a fresh crawl id per frontier, 4 shards (so
+    hosts of one test land in different shards and cross-shard ordering is exercised).
+    """
     opened: list[Frontier] = []
+    client = None
+    if request.param == "redis":
+        server: RedisServer = request.getfixturevalue("redis_server")
+        client = aioredis.Redis.from_url(server.url, decode_responses=True)
     handoffs: list[Handoff] = []
 
     async def factory(host_concurrency: int = 1, lease_ttl_s: float = 300.0) -> Frontier:
         f: Frontier
         if request.param == "memory":
             f = MemoryFrontier(host_concurrency=host_concurrency, lease_ttl_s=lease_ttl_s)
+        elif request.param == "redis":
+            f = await RedisFrontier.open(
+                client,
+                f"contract-{uuid.uuid4().hex[:12]}",
+                host_concurrency=host_concurrency,
+                lease_ttl_s=lease_ttl_s,
+                shards=4,
+                buckets=64,
+            )
         elif request.param == "routing":  # --processes with one process owning every host
             local = await SqliteFrontier.open(
                 str(tmp_path / f"frontier{len(opened)}.db"),
@@ -60,6 +81,8 @@ async def make(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[
     yield factory
     for f in opened:
         await f.aclose()
+    if client is not None:
+        await client.aclose()
     for h in handoffs:
         h.close()
 

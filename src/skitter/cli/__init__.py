@@ -18,7 +18,19 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from skitter import __version__
-from skitter.cli import check_links, crawl, extract, fetch, graph, index, merge, report
+from skitter.cli import (
+    check_links,
+    control,
+    crawl,
+    extract,
+    fetch,
+    graph,
+    index,
+    merge,
+    report,
+    status,
+    worker,
+)
 from skitter.cli.common import Parser, os_error_line, settings_from_args
 from skitter.cli.config import apply_config
 from skitter.errors import ConfigError
@@ -36,6 +48,9 @@ COMMANDS: dict[str, ModuleType] = {
     "graph": graph,
     "merge": merge,
     "report": report,
+    "worker": worker,
+    "status": status,
+    "control": control,
 }
 
 

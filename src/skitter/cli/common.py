@@ -201,6 +201,35 @@ EXIT_CODES = """exit codes (when several apply, the first listed wins):
   4    no seed got any HTTP response (DNS, connect, TLS, timeout, robots.txt
        unreachable, or every URL refused by robots.txt): nothing could be crawled
   0    done"""
+def frontier(text: str) -> str:
+    """``sqlite``, ``memory`` or a Redis URL (checked when connecting)."""
+    if text in ("sqlite", "memory") or text.split("://", 1)[0] in (
+        "redis",
+        "rediss",
+        "redis+cluster",
+    ):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"{text!r}: use sqlite, memory or redis://HOST:PORT/DB (rediss://, redis+cluster://)"
+    )
+
+
+def add_redis_flags(c: argparse.ArgumentParser) -> None:
+    """``--crawl-id``, ``--lease-ttl``, ``--redis-wait`` (crawls on a Redis frontier)."""
+    g = c.add_argument_group("Redis frontier")
+    g.add_argument("--crawl-id", metavar="NAME", help="the crawl's key prefix (default: skitter)")
+    g.add_argument(
+        "--lease-ttl",
+        type=positive_float,
+        metavar="S",
+        help="lease length in seconds (default: 60)",
+    )
+    g.add_argument(
+        "--redis-wait",
+        type=positive_float,
+        metavar="S",
+        help="seconds to retry while Redis is unreachable, then exit 1 (default: 300)",
+    )
 
 
 def add_common_flags(c: argparse.ArgumentParser) -> argparse._ArgumentGroup:
@@ -386,7 +415,14 @@ def add_common_flags(c: argparse.ArgumentParser) -> argparse._ArgumentGroup:
         "default 60 (0 = off)",
     )
     g = c.add_argument_group("output")
-    g.add_argument("--frontier", choices=["sqlite", "memory"], help="default: sqlite")
+    g.add_argument(
+        "--frontier",
+        type=frontier,
+        metavar="KIND",
+        help="sqlite (default), memory, or redis://HOST:PORT/DB (rediss://, "
+        "redis+cluster://HOST:PORT,...): a frontier shared with `skitter worker`s",
+    )
+    add_redis_flags(c)
     g.add_argument(
         "--quiet", "-q", action="store_true", help="no progress display and no end summary"
     )
@@ -523,6 +559,9 @@ def settings_from_args(
         check_fragments=b.check_fragments,
         processes=pick("processes", b.processes),
         max_time_s=pick("max_time", b.max_time_s),
+        crawl_id=pick("crawl_id", b.crawl_id),
+        lease_ttl_s=pick("lease_ttl", b.lease_ttl_s),
+        redis_wait_s=pick("redis_wait", b.redis_wait_s),
         extract_links=b.extract_links,
         focus=b.focus,
     )

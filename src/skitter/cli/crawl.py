@@ -27,9 +27,10 @@ from skitter.cli.focus_flags import add_focus_flags
 from skitter.cli.progress import Progress, run_crawler, run_watched, stats_line
 from skitter.cli.quality_flags import add_quality_flags, quality_from_args
 from skitter.crawler import Crawler
-from skitter.errors import ConfigError, OutputError, SkitterError
+from skitter.errors import ConfigError, FrontierError, OutputError, SkitterError
 from skitter.settings import (
     CrawlSettings,
+    is_redis_url,
 )
 from skitter.state import STATE_FILE, check_resume_compatible, load_state
 from skitter.stats import StatsSnapshot
@@ -300,6 +301,8 @@ def run(args: argparse.Namespace) -> int:
             if not settings.seeds:
                 raise ConfigError("no seeds: give SEED URLs or --seeds-file")
             settings = _choose_processes(settings, getattr(args, "processes", None))
+        if is_redis_url(settings.frontier):  # one process; more machines join as workers
+            settings = replace(settings, processes=1)
         from skitter.rules import ScopeRule
         from skitter.urls import canonicalize
 
@@ -314,6 +317,13 @@ def run(args: argparse.Namespace) -> int:
         return asyncio.run(_crawl(settings, status, getattr(args, "stats_interval", 60.0)))
     except OutputError as exc:
         print(output_failure_line(exc, _resume_command(args.out)), file=sys.stderr)
+        return 1
+    except FrontierError as exc:  # Redis lost past --redis-wait: the crawl is kept there
+        print(
+            f"skitter: error: {exc}; the crawl stopped; resume with: "
+            f"skitter crawl --resume --out {args.out} (or join it with skitter worker)",
+            file=sys.stderr,
+        )
         return 1
     except SkitterError as exc:
         print(f"skitter: error: {exc}", file=sys.stderr)

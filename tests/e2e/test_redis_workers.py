@@ -1,0 +1,354 @@
+"""``skitter crawl --frontier redis://`` plus ``skitter worker`` processes on a loopback
+multi-host site, with a real ``redis-server``: every URL fetched once across the workers, one
+request per host at a time, robots.txt fetched once per host; faults: a worker killed with
+``kill -9``, Redis killed and restarted from its AOF, Redis gone past ``--redis-wait``.
+
+The CLIs run as subprocesses in their own sessions; the test watches the site's own log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.site import Site
+from tests.integration.test_processes import (
+    crawl_args,
+    finish,
+    page_body,
+    slow_page,
+    start_cli,
+    wait_for,
+    with_group_killed,
+)
+from tests.redis_server import RedisCluster3, RedisServer
+
+pytestmark = pytest.mark.slow
+
+HOSTS = [f"w{i}.test" for i in range(6)]
+PAGES = 12  # per host: 6 x (root + 12) = 78 pages
+
+
+def barrier_of_all(n: int) -> Any:
+    """``wrap(handler)``: handlers that answer only once ``n`` of them were called."""
+    arrived = [0]
+    ready = asyncio.Event()
+
+    def wrap(handler: Any) -> Any:
+        async def h(request: Any) -> Any:
+            arrived[0] += 1
+            if arrived[0] >= n:
+                ready.set()
+            await asyncio.wait_for(ready.wait(), 30)
+            return await handler(request)
+
+        return h
+
+    return wrap
+
+
+def build_site(site: Site, delay_s: float) -> list[str]:
+    """Six hosts; each root links to its pages, page j to j+1 and to a page of the next
+    host. The roots answer only once all six were requested: with ``--concurrency 2`` per
+    worker, three workers must be leasing at once for the crawl to begin."""
+    barrier_of = barrier_of_all(len(HOSTS))
+    for i, h in enumerate(HOSTS):  # distinct bodies (identical pages count as duplicates)
+        nxt = HOSTS[(i + 1) % len(HOSTS)]
+        root = slow_page(page_body("/p/0", "/p/1", site.url(nxt, "/")), delay_s)
+        site.route(h, "/", barrier_of(root))
+        for j in range(PAGES):
+            hrefs = [f"/p/{t}" for t in (j + 1, j + 2) if t < PAGES]
+            hrefs.append(site.url(nxt, f"/p/{(j * 5) % PAGES}"))
+            site.route(h, f"/p/{j}", slow_page(page_body(*hrefs), delay_s))
+    return [site.url(h, "/") for h in HOSTS]
+
+
+def expected(site: Site) -> set[str]:
+    return {site.url(h, p) for h in HOSTS for p in ["/", *(f"/p/{j}" for j in range(PAGES))]}
+
+
+def records(out: Path) -> list[dict[str, Any]]:
+    path = out / "pages.jsonl"
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    return [json.loads(x) for x in data[: data.rfind(b"\n") + 1].split(b"\n") if x]
+
+
+async def finish_all(procs: list[Any], timeout_s: float = 90.0) -> list[tuple[int, str, str]]:
+    """Wait for every process together (bounded; pipes drained); on a timeout stop them
+    (SIGTERM: they log how they stop) and fail with the tail of each one's stderr."""
+    tasks = [asyncio.create_task(p.communicate()) for p in procs]
+    _, pending = await asyncio.wait(tasks, timeout=timeout_s)
+    if pending:
+        for p in procs:
+            if p.returncode is None:
+                p.send_signal(signal.SIGTERM)
+        await asyncio.wait(tasks, timeout=10)
+        for p in procs:
+            if p.returncode is None:
+                with_group_killed(p)
+        await asyncio.wait(tasks)
+    outs = [
+        (p.returncode, t.result()[0].decode(), t.result()[1].decode())
+        for p, t in zip(procs, tasks, strict=True)
+    ]
+    if pending:
+        raise AssertionError("\n----\n".join(f"rc={rc} {err[-6000:]}" for rc, _, err in outs))
+    return outs
+
+
+def page_hits(site: Site) -> Counter[str]:
+    return Counter(site.url(h.host, h.path_qs) for h in site.hits if h.path_qs != "/robots.txt")
+
+
+async def start_crawl(site: Site, server: RedisServer, out: Path, *extra: str) -> Any:
+    args = crawl_args(site, HOSTS, out, "--frontier", server.url, "--crawl-id", "e2e")
+    args += ["--concurrency", "2", "--ip-concurrency", "6", "--lease-ttl", "3", *extra]
+    return await start_cli(*args, *(site.url(h, "/") for h in HOSTS))
+
+
+async def start_worker(server: RedisServer, out: Path, *extra: str) -> Any:
+    args = ["worker", server.url, "--out", str(out), "--crawl-id", "e2e", *extra]
+    return await start_cli(*args)
+
+
+async def test_crawl_and_two_workers_fetch_every_url_once(
+    site: Site, tmp_path: Path, redis_server_own: RedisServer
+) -> None:
+    build_site(site, delay_s=0.01)
+    outs = [tmp_path / f"w{k}" for k in range(3)]
+    first = await start_crawl(site, redis_server_own, outs[0])
+    await wait_for(lambda: (outs[0] / "worker.json").exists(), first)
+    workers = [await start_worker(redis_server_own, o) for o in outs[1:]]
+    results = await finish_all([first, *workers])
+    for rc, _, err in results:
+        assert rc == 0, err
+    recs = [r for o in outs for r in records(o)]
+    urls = [r["url"] for r in recs]
+    assert len(urls) == len(set(urls)), [u for u, n in Counter(urls).items() if n > 1]
+    assert set(urls) == expected(site)
+    assert all(records(o) for o in outs)  # the barrier needed all three
+    assert set(page_hits(site).values()) == {1}
+    assert max(site.max_inflight.values()) == 1  # one request per host at a time
+    robots = Counter(h.host for h in site.hits if h.path_qs == "/robots.txt")
+    assert robots == dict.fromkeys(HOSTS, 1)  # once for the whole cluster
+    assert all(list(o.glob("skitter-w*-*.warc.gz")) for o in outs)
+    # run again on their folders (resume): same worker ids, nothing left, nothing fetched
+    wid = json.loads((outs[1] / "worker.json").read_text())["worker_id"]
+    hits = len(site.hits)
+    again = [
+        await start_cli("worker", redis_server_own.url, "--out", str(outs[1]), "--crawl-id", "e2e"),
+        await start_cli("crawl", "--resume", "--out", str(outs[0])),
+    ]
+    for rc, _, err in await finish_all(again):
+        assert rc == 0, err
+    assert json.loads((outs[1] / "worker.json").read_text())["worker_id"] == wid
+    assert len(site.hits) == hits
+
+
+async def test_killed_worker_leases_go_to_others(
+    site: Site, tmp_path: Path, redis_server_own: RedisServer
+) -> None:
+    build_site(site, delay_s=0.05)
+    outs = [tmp_path / f"w{k}" for k in range(3)]
+    first = await start_crawl(site, redis_server_own, outs[0])
+    await wait_for(lambda: (outs[0] / "worker.json").exists(), first)
+    a = await start_worker(redis_server_own, outs[1])
+    b = await start_worker(redis_server_own, outs[2])
+    await wait_for(lambda: len(records(outs[2])) >= 3, b)
+    assert b.returncode is None, "worker ended before the kill"
+    with_group_killed(b)  # kill -9: its leases expire (3 s) and go to the others
+    await b.wait()
+    for rc, _, err in await finish_all([first, a]):
+        assert rc == 0, err
+    urls = [r["url"] for o in outs for r in records(o)]
+    assert set(urls) == expected(site)
+    hits = page_hits(site)
+    again = {u for u, n in hits.items() if n > 1}
+    assert all(n <= 2 for n in hits.values())
+    assert len(again) <= 2  # at most b's leases in flight (--concurrency 2)
+    assert max(site.max_inflight.values()) == 1
+
+
+async def test_redis_killed_and_restarted_from_aof_loses_nothing(
+    site: Site, tmp_path: Path, redis_server_own: RedisServer
+) -> None:
+    build_site(site, delay_s=0.03)
+    outs = [tmp_path / f"w{k}" for k in range(3)]
+    first = await start_crawl(site, redis_server_own, outs[0])
+    await wait_for(lambda: (outs[0] / "worker.json").exists(), first)
+    workers = [await start_worker(redis_server_own, o) for o in outs[1:]]
+    await wait_for(lambda: sum(len(records(o)) for o in outs) >= 20, first)
+    redis_server_own.restart()  # kill -9, then load the AOF (appendfsync always)
+    results = await finish_all([first, *workers])
+    for rc, _, err in results:
+        assert rc == 0, err
+    urls = [r["url"] for o in outs for r in records(o)]
+    assert set(urls) == expected(site)
+    assert max(site.max_inflight.values()) == 1
+
+
+async def test_redis_gone_past_redis_wait_exits_1_with_hint(
+    site: Site, tmp_path: Path, redis_server_own: RedisServer
+) -> None:
+    build_site(site, delay_s=0.05)
+    out = tmp_path / "w0"
+    first = await start_crawl(site, redis_server_own, out, "--redis-wait", "1")
+    await wait_for(lambda: (out / "worker.json").exists(), first)
+    redis_server_own.kill9()
+    rc, _, err = await finish(first, 60)
+    assert rc == 1, err
+    assert "Redis unreachable" in err
+    assert "resume with: skitter crawl --resume" in err
+    assert "Traceback" not in err
+
+
+async def test_bad_redis_url_and_password_exit_2(tmp_path: Path) -> None:
+    server = RedisServer(tmp_path / "r", password="pw")
+    server.start()
+    try:
+        wrong = server.url.replace(":pw@", ":nope@")
+        for args in (
+            ["worker", wrong, "--out", str(tmp_path / "a")],
+            ["worker", "redis://127.0.0.1:1/0", "--out", str(tmp_path / "b")],
+            ["crawl", "--frontier", "mysql://x", "--out", str(tmp_path / "c"), "http://a.test/"],
+        ):
+            rc, _, err = await finish(await start_cli(*args), 60)
+            assert rc == 2, err
+            assert err.count("\n") == 1 and "Traceback" not in err, err
+        rc, _, err = await finish(
+            await start_cli("worker", server.url, "--out", str(tmp_path / "d"))
+        )
+        assert rc == 2 and "no crawl 'skitter'" in err
+    finally:
+        server.stop()
+
+
+async def test_three_master_cluster_runs_the_same_crawl(site: Site, tmp_path: Path) -> None:
+    cluster = RedisCluster3(tmp_path / "cluster")
+    cluster.start()
+    try:
+        build_site(site, delay_s=0.01)
+        outs = [tmp_path / f"w{k}" for k in range(3)]
+        args = crawl_args(site, HOSTS, outs[0], "--frontier", cluster.url, "--crawl-id", "e2e")
+        args += ["--concurrency", "2", "--ip-concurrency", "6", "--lease-ttl", "3"]
+        first = await start_cli(*args, *(site.url(h, "/") for h in HOSTS))
+        await wait_for(lambda: (outs[0] / "worker.json").exists(), first)
+        workers = [
+            await start_cli("worker", cluster.url, "--out", str(o), "--crawl-id", "e2e")
+            for o in outs[1:]
+        ]
+        for rc, _, err in await finish_all([first, *workers]):
+            assert rc == 0, err
+        urls = [r["url"] for o in outs for r in records(o)]
+        assert sorted(urls) == sorted(expected(site))  # each once
+        assert max(site.max_inflight.values()) == 1
+        assert all(records(o) for o in outs)
+    finally:
+        cluster.stop()
+
+
+async def test_frozen_worker_late_acks_refused(
+    site: Site, tmp_path: Path, redis_server_own: RedisServer
+) -> None:
+    """Worker A is frozen (SIGSTOP) holding two leases; they expire and worker B fetches
+    those URLs and the rest; A, resumed, gets its answers late: both acks are refused by
+    the fencing token, and A exits 0 like B."""
+    gate = asyncio.Event()
+    held: list[str] = []
+
+    def gated(handler: Any) -> Any:
+        async def h(request: Any) -> Any:
+            if len(held) < 2:  # A's two first requests wait for the gate
+                held.append(request.host.rsplit(":", 1)[0])
+                await asyncio.wait_for(gate.wait(), 60)
+            return await handler(request)
+
+        return h
+
+    for i, h in enumerate(HOSTS):
+        root = page_body("/p/0", "/p/1", site.url(HOSTS[(i + 1) % len(HOSTS)], "/"))
+        site.route(h, "/", gated(slow_page(root, 0.0)))
+        for j in range(3):
+            nxt = site.url(HOSTS[(i + 1) % len(HOSTS)], f"/p/{j}")
+            site.route(h, f"/p/{j}", slow_page(page_body(f"/p/{(j + 1) % 3}", nxt), 0.0))
+    a_out, b_out = tmp_path / "a", tmp_path / "b"
+    a = await start_crawl(site, redis_server_own, a_out)
+    await wait_for(lambda: len(held) == 2, a)
+    a.send_signal(signal.SIGSTOP)  # frozen with two leases (--concurrency 2, --lease-ttl 3)
+    try:
+        b = await start_worker(redis_server_own, b_out)
+        [(rc_b, _, err_b)] = await finish_all([b])
+        assert rc_b == 0, err_b
+    finally:
+        a.send_signal(signal.SIGCONT)
+    gate.set()
+    [(rc_a, _, err_a)] = await finish_all([a])
+    assert rc_a == 0, err_a
+    assert err_a.count("stale or unknown lease token") == 2, err_a
+    want = {site.url(h, p) for h in HOSTS for p in ("/", "/p/0", "/p/1", "/p/2")}
+    b_urls = [r["url"] for r in records(b_out)]
+    assert sorted(b_urls) == sorted(want)  # B did everything, A's two included, once
+    a_urls = {r["url"] for r in records(a_out)}
+    assert a_urls == {site.url(h, "/") for h in held}  # A's late pages (its acks refused)
+    hits = page_hits(site)
+    assert {u for u, n in hits.items() if n == 2} == a_urls
+    assert max(hits.values()) == 2
+
+
+async def test_max_pages_is_one_budget_for_every_worker(
+    site: Site, tmp_path: Path, redis_server_own: RedisServer
+) -> None:
+    build_site(site, delay_s=0.01)
+    outs = [tmp_path / f"w{k}" for k in range(3)]
+    first = await start_crawl(site, redis_server_own, outs[0], "--max-pages", "20")
+    await wait_for(lambda: (outs[0] / "worker.json").exists(), first)
+    workers = [await start_worker(redis_server_own, o) for o in outs[1:]]
+    for rc, _, err in await finish_all([first, *workers]):
+        assert rc == 0, err
+    recs = [r for o in outs for r in records(o)]
+    assert [r["status"] for r in recs] == [200] * 20
+    assert len({r["url"] for r in recs}) == 20
+
+
+def max_overlap(site: Site) -> int:
+    """Most requests the server had in progress at once (every host is on 127.0.0.1)."""
+    events = sorted([(h.start, 1) for h in site.hits] + [(h.end, -1) for h in site.hits])
+    now = top = 0
+    for _, step in events:
+        now += step
+        top = max(top, now)
+    return top
+
+
+async def test_ip_concurrency_holds_across_workers(
+    site: Site, tmp_path: Path, redis_server_own: RedisServer
+) -> None:
+    """Three workers of two requests each, every host on one address, --ip-concurrency 3:
+    never more than three requests at the server at once."""
+    for i, h in enumerate(HOSTS):
+        nxt = site.url(HOSTS[(i + 1) % len(HOSTS)], "/p/0")
+        site.route(h, "/", slow_page(page_body("/p/0", nxt), 0.05))
+        for j in range(4):  # distinct bodies (identical pages count as duplicates)
+            body = page_body(f"/p/{(j + 1) % 4}", site.url(h, f"/p/{(j + 2) % 4}"))
+            site.route(h, f"/p/{j}", slow_page(body, 0.05))
+    outs = [tmp_path / f"w{k}" for k in range(3)]
+    # --status-port: the frontier is wrapped by the status observer (the slots still shared)
+    first = await start_crawl(
+        site, redis_server_own, outs[0], "--ip-concurrency", "3", "--status-port", "0"
+    )
+    await wait_for(lambda: (outs[0] / "worker.json").exists(), first)
+    workers = [await start_worker(redis_server_own, o) for o in outs[1:]]
+    for rc, _, err in await finish_all([first, *workers]):
+        assert rc == 0, err
+    urls = [r["url"] for o in outs for r in records(o)]
+    want = {site.url(h, p) for h in HOSTS for p in ("/", "/p/0", "/p/1", "/p/2", "/p/3")}
+    assert sorted(urls) == sorted(want)
+    assert max_overlap(site) <= 3

@@ -1,0 +1,311 @@
+"""Redis frontier beyond the contract: worker order, server clock, durability, outages,
+refusals, the crawl record and the status/control commands. Real ``redis-server`` only."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from skitter import distributed as dist
+from skitter.cli import main
+from skitter.errors import ConfigError, FetchError, FrontierError
+from skitter.frontier.redis import RedisFrontier
+from skitter.models import Request, Response
+from tests.redis_server import RedisServer, free_port
+
+
+def cid() -> str:
+    return f"t-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+async def client(redis_server: RedisServer) -> AsyncIterator[Any]:
+    c = aioredis.Redis.from_url(redis_server.url, decode_responses=True)
+    yield c
+    await c.aclose()
+
+
+async def test_rotate_order_drains_every_url_once_bfs_per_host(client: Any) -> None:
+    f = await RedisFrontier.open(client, cid(), shards=8, buckets=16, order="rotate")
+    urls = [f"https://h{i % 20}.test/p{i}" for i in range(600)]
+    await f.add([Request(u, depth=i % 3) for i, u in enumerate(urls)])
+    got: list[str] = []
+    depth: dict[str, int] = {}
+    now = 0.0
+    while not await f.is_finished():
+        lease = await f.lease(now)
+        if lease is None:
+            nxt = await f.next_ready_at()
+            assert nxt is not None and nxt > now
+            now = nxt
+            continue
+        assert lease.request.depth >= depth.get(lease.host, 0)
+        depth[lease.host] = lease.request.depth
+        got.append(lease.request.url)
+        await f.ack(lease, not_before=now + 1)
+    assert sorted(got) == sorted(urls)
+
+
+async def test_server_clock_stores_server_times(client: Any) -> None:
+    """A worker whose clock reads 1000.0 still writes not_before on the server's clock."""
+    crawl = cid()
+    f = await RedisFrontier.open(client, crawl, shards=2, buckets=4, clock=lambda: 1000.0)
+    await f.add([Request("https://a.test/1"), Request("https://a.test/2")])
+    lease = await f.lease(1000.0)
+    assert lease is not None
+    assert abs(lease.expires_at - (1000.0 + 300.0)) < 60
+    await f.ack(lease, not_before=1000.0 + 3600)
+    assert await f.lease(1000.0) is None
+    nxt = await f.next_ready_at()
+    assert nxt is not None and abs(nxt - 4600.0) < 60
+    sec, _ = await client.time()
+    stored: list[float] = []
+    for s in range(2):
+        stored += [float(v) for v in (await client.hgetall(f"{{{crawl}:{s}}}:nb")).values()]
+    assert len(stored) == 1 and abs(stored[0] - (sec + 3600)) < 60
+
+
+async def test_tokens_never_repeat_after_aof_restart(tmp_path: Path) -> None:
+    """appendfsync everysec may lose the last second; tokens still never repeat."""
+    server = RedisServer(tmp_path / "r", appendfsync="everysec")
+    server.start()
+    try:
+        c = aioredis.Redis.from_url(server.url, decode_responses=True)
+        f = await RedisFrontier.open(c, "tok", shards=2, buckets=4, lease_ttl_s=1)
+        await f.add([Request(f"https://h{i}.test/") for i in range(20)])
+        before = []
+        for _ in range(10):
+            lease = await f.lease(0)
+            assert lease is not None
+            before.append(lease.token)
+        await c.aclose()
+        server.restart()
+        c = aioredis.Redis.from_url(server.url, decode_responses=True)
+        f = await RedisFrontier.open(c, "tok", shards=2, buckets=4, lease_ttl_s=1)
+        after = []
+        while (lease := await f.lease(100)) is not None:  # every lease expired by t=100
+            after.append(lease.token)
+        assert len(after) >= 10
+        assert min(after) > max(before)
+        await c.aclose()
+    finally:
+        server.stop()
+
+
+async def test_appendfsync_always_keeps_every_added_url_across_kill9(
+    redis_server_own: RedisServer,
+) -> None:
+    c = aioredis.Redis.from_url(redis_server_own.url, decode_responses=True)
+    f = await RedisFrontier.open(c, "dur", shards=4, buckets=8)
+    urls = [f"https://h{i % 7}.test/{i}" for i in range(500)]
+    assert (await f.add([Request(u) for u in urls])).added == 500
+    await c.aclose()
+    redis_server_own.restart()  # kill -9 right after the reply, then load the AOF
+    c = aioredis.Redis.from_url(redis_server_own.url, decode_responses=True)
+    f = await RedisFrontier.open(c, "dur", shards=4, buckets=8)
+    assert (await f.counts()).pending == 500
+    assert (await f.add([Request(u) for u in urls])).added == 0
+    await c.aclose()
+
+
+async def test_outage_shorter_than_redis_wait_is_survived(
+    redis_server_own: RedisServer,
+) -> None:
+    c = aioredis.Redis.from_url(redis_server_own.url, decode_responses=True)
+    warned = asyncio.Event()
+    lines: list[str] = []
+
+    def warn(line: str) -> None:
+        lines.append(line)
+        warned.set()
+
+    f = await RedisFrontier.open(c, "out", shards=2, buckets=4, redis_wait_s=120, warn=warn)
+    await f.add([Request("https://a.test/1")])
+    redis_server_own.kill9()
+    task = asyncio.create_task(f.add([Request("https://a.test/2")]))
+    await warned.wait()
+    redis_server_own.start()
+    assert (await task).added == 1
+    assert len(lines) == 1 and "Redis unreachable" in lines[0]
+    assert (await f.counts()).pending == 2
+    await c.aclose()
+
+
+async def test_outage_longer_than_redis_wait_fails(redis_server_own: RedisServer) -> None:
+    c = aioredis.Redis.from_url(redis_server_own.url, decode_responses=True)
+    f = await RedisFrontier.open(c, "out2", shards=2, buckets=4, redis_wait_s=0.5)
+    redis_server_own.kill9()
+    with pytest.raises(FrontierError, match=r"unreachable for 0\.5 s"):
+        await f.lease(0)
+    await c.aclose()
+
+
+async def test_connect_refuses_evicting_policy(tmp_path: Path) -> None:
+    server = RedisServer(tmp_path / "r", maxmemory_policy="allkeys-lru")
+    server.start()
+    try:
+        with pytest.raises(ConfigError, match="maxmemory-policy allkeys-lru") as e:
+            await dist.connect(server.url)
+        assert "\n" not in str(e.value)
+    finally:
+        server.stop()
+
+
+async def test_connect_refused_password_and_bad_urls(tmp_path: Path) -> None:
+    server = RedisServer(tmp_path / "r", password="s3cret")
+    server.start()
+    try:
+        ok = await dist.connect(server.url)
+        await ok.aclose()
+        wrong = server.url.replace("s3cret", "nope")
+        with pytest.raises(ConfigError, match="refused the password") as e:
+            await dist.connect(wrong)
+        assert "nope" not in str(e.value)
+        with pytest.raises(ConfigError, match="refused the password"):
+            await dist.connect(f"redis://127.0.0.1:{server.port}/0")
+    finally:
+        server.stop()
+    with pytest.raises(ConfigError, match="cannot connect"):
+        await dist.connect(f"redis://127.0.0.1:{free_port()}/0")
+    with pytest.raises(ConfigError, match="bad Redis URL"):
+        await dist.connect("http://127.0.0.1:6379/0")
+    with pytest.raises(ConfigError, match="bad Redis URL"):
+        await dist.connect("redis://127.0.0.1:6379/x")
+
+
+async def test_crawl_record_budget_and_ip_tokens(client: Any) -> None:
+    crawl = cid()
+    await dist.create_crawl(client, crawl, {"x": 1}, resume=False)
+    with pytest.raises(ConfigError, match="already exists"):
+        await dist.create_crawl(client, crawl, {"x": 1}, resume=False)
+    await dist.create_crawl(client, crawl, {"x": 2}, resume=True)
+    assert await dist.load_crawl(client, crawl) == {"x": 1}  # settings of the first start
+    with pytest.raises(ConfigError, match="no crawl"):
+        await dist.create_crawl(client, cid(), {}, resume=True)
+    assert await dist.take_pages(client, crawl, 5, 3) == 3
+    assert await dist.take_pages(client, crawl, 5, 3) == 2
+    assert await dist.take_pages(client, crawl, 5, 1) == 0
+    assert await dist.acquire_ip(client, crawl, "10.0.0.1", 2, "a", 60)
+    assert await dist.acquire_ip(client, crawl, "10.0.0.1", 2, "b", 60)
+    assert not await dist.acquire_ip(client, crawl, "10.0.0.1", 2, "c", 60)
+    await dist.release_ip(client, crawl, "10.0.0.1", "a")
+    assert await dist.acquire_ip(client, crawl, "10.0.0.1", 2, "c", 60)
+    assert await dist.acquire_ip(client, crawl, "10.0.0.2", 1, "d", -1)  # expired at once
+    assert await dist.acquire_ip(client, crawl, "10.0.0.2", 1, "e", 60)
+
+
+def test_status_and_control_commands(
+    redis_server: RedisServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    crawl = cid()
+
+    async def setup() -> None:
+        c = aioredis.Redis.from_url(redis_server.url, decode_responses=True)
+        await dist.create_crawl(c, crawl, {}, resume=False)
+        f = await RedisFrontier.open(c, crawl)
+        await f.add([Request(f"https://h{i}.test/") for i in range(3)])
+        lease = await f.lease(0)
+        assert lease is not None
+        await f.ack(lease, not_before=0)
+        await dist.heartbeat(c, crawl)
+        await c.aclose()
+
+    asyncio.run(setup())
+    url = redis_server.url
+    assert main(["status", url, "--crawl-id", crawl, "--json"]) == 0
+    st = json.loads(capsys.readouterr().out)
+    assert (st["state"], st["pending"], st["leased"], st["done"], st["hosts"]) == (
+        "running",
+        2,
+        0,
+        1,
+        2,
+    )
+    assert st["workers_alive"] == 1
+    assert main(["control", url, "pause", "--crawl-id", crawl]) == 0
+    assert main(["status", url, "--crawl-id", crawl]) == 0
+    assert f"{crawl}: paused; queued 2, leased 0, done 1" in capsys.readouterr().out
+    assert main(["control", url, "delete", "--crawl-id", crawl]) == 0
+    capsys.readouterr()
+    assert main(["status", url, "--crawl-id", crawl]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no crawl" in err
+
+    async def leftovers() -> list[str]:
+        c = aioredis.Redis.from_url(redis_server.url, decode_responses=True)
+        keys = [k async for k in c.scan_iter(match=f"*{crawl}*")]
+        await c.aclose()
+        return keys
+
+    assert asyncio.run(leftovers()) == []
+    assert main(["control", "redis://127.0.0.1:1/0", "stop"]) == 2
+    assert "cannot connect to Redis" in capsys.readouterr().err
+
+
+async def test_robots_txt_fetched_once_for_all_workers(client: Any) -> None:
+    crawl = cid()
+    calls: list[str] = []
+    release = asyncio.Event()
+
+    async def fetch(url: str) -> Response:
+        calls.append(url)
+        await release.wait()
+        return Response(
+            url,
+            200,
+            headers=(("Content-Type", "text/plain"),),
+            body=b"User-agent: *\nDisallow: /x\n",
+        )
+
+    a = dist.shared_robots_fetch(fetch, client, crawl, ttl_s=60, retry_s=5, poll_s=0.01)
+    b = dist.shared_robots_fetch(fetch, client, crawl, ttl_s=60, retry_s=5, poll_s=0.01)
+    ta = asyncio.create_task(a("https://h.test/robots.txt"))
+    while not calls:  # a holds the lock and is fetching
+        await asyncio.sleep(0)
+    tb = asyncio.create_task(b("https://h.test/robots.txt"))
+    release.set()
+    ra, rb = await ta, await tb
+    assert calls == ["https://h.test/robots.txt"]
+    assert rb.body == ra.body and rb.status == 200 and rb.headers == ra.headers
+    ttl = await client.pttl(dist.crawl_key(crawl, "robots:https://h.test/robots.txt"))
+    assert 0 < ttl <= 60_000
+
+
+async def test_robots_fetch_failure_is_not_shared(client: Any) -> None:
+    crawl = cid()
+    calls: list[str] = []
+
+    async def fetch(url: str) -> Response:
+        calls.append(url)
+        if len(calls) == 1:
+            raise FetchError("refused")
+        return Response(url, 404)
+
+    a = dist.shared_robots_fetch(fetch, client, crawl, ttl_s=60, retry_s=5, poll_s=0.01)
+    with pytest.raises(FetchError):
+        await a("https://h.test/robots.txt")
+    assert (await a("https://h.test/robots.txt")).status == 404
+    assert len(calls) == 2
+
+
+async def test_ack_sent_again_after_a_lost_reply_is_not_stale(client: Any) -> None:
+    """Redis restarted after running an ack but before its reply: the client sends it again
+    (flag ``1``) and is told it was done, while a plain second ack is still refused."""
+    f = await RedisFrontier.open(client, cid(), shards=1, buckets=4)
+    await f.add([Request("https://a.test/1")])
+    lease = await f.lease(0)
+    assert lease is not None
+    await f.ack(lease, not_before=0)
+    tok = str(lease.token // 1024)
+    again = await f._script("ack", 0, [tok, lease.host, "0", "1"])
+    assert int(again[1]) == 2
+    with pytest.raises(FrontierError, match="stale"):
+        await f.ack(lease, not_before=0)
+    assert (await f.counts()).done == 1
