@@ -57,7 +57,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.INFO if verbose else logging.WARNING,
         format="skitter: %(levelname)s: %(message)s",
     )
-    code: int = COMMANDS[args.command].run(args)
+    try:
+        code: int = COMMANDS[args.command].run(args)
+    except KeyboardInterrupt:  # a command without its own Ctrl-C handling (graph, merge...)
+        print(f"skitter {args.command}: interrupted", file=sys.stderr)
+        return 130
     return code
 
 
