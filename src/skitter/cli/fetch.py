@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -68,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
             if src is None:
                 raise ConfigError("give the URLs with --urls FILE (or --urls - for stdin)")
             if src == "-":
-                urls = read_url_list(sys.stdin, "stdin")
+                stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8-sig")
+                urls = read_url_list(stdin, "stdin")  # UTF-8 whatever the locale
             else:
                 with open(src, encoding="utf-8-sig") as f:
                     urls = read_url_list(f, src)
