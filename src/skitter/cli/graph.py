@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from typing import Any
@@ -43,7 +44,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         t0 = time.monotonic()
-        g = gr.load_graph(args.out_dir, hosts=args.hosts)
+        try:
+            g = gr.load_graph(args.out_dir, hosts=args.hosts)
+        except FileNotFoundError:
+            print(f"skitter: error: no links.tsv in {args.out_dir}", file=sys.stderr)
+            return 2
         t1 = time.monotonic()
         if args.rank:
             gr.pagerank(g)
@@ -67,9 +72,10 @@ def run(args: argparse.Namespace) -> int:
             gr.write_graphml(g, sys.stdout)
         else:
             gr.write_edgelist(g, sys.stdout)
-    except FileNotFoundError:
-        print(f"skitter: error: no links.tsv in {args.out_dir}", file=sys.stderr)
-        return 2
+    except BrokenPipeError:  # stdout closed early (`skitter graph ... | head`): stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that the exit flush fails silently too
+        return 1
     except OSError as exc:
         print(os_error_line(exc), file=sys.stderr)
         return 2
