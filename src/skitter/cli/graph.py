@@ -22,7 +22,7 @@ def add_parser(sub: Any) -> None:
             "Read OUT_DIR/links.tsv and write its page graph (or host graph with --hosts): "
             "repeated links merged into one edge with a count, kind, nofollow and anchor text. "
             "--rank adds PageRank to the nodes (GraphML: a node attribute; edge list and "
-            "Parquet: a FILE.nodes.tsv / FILE.nodes.parquet beside -o FILE)."
+            "Parquet: -o g.tsv -> g.nodes.tsv, -o g.parquet -> g.nodes.parquet)."
         ),
     )
     c.add_argument("out_dir", metavar="OUT_DIR", help="a crawl's or extract's output folder")
