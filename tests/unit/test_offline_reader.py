@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from skitter.errors import ConfigError
 from skitter.offline.extract import ExtractOptions, extract_warcs
 from skitter.offline.payload import dechunk, looks_chunked
 from skitter.offline.reader import Damage, WarcReader
@@ -175,3 +176,25 @@ def test_resync_scan_over_a_large_uncompressed_gap_is_bounded(
     assert offsets == [0, len(recs[0]) + len(gap)]
     assert len(damage) == 1
     assert max(seen) < 3000
+
+
+def test_extract_refuses_a_warc_given_twice_and_a_crawl_folder_as_out(tmp_path: Path) -> None:
+    """`extract X X` would write every page twice; `extract X --out CRAWL` would replace the
+    crawl's own pages.jsonl, links.tsv and report.json: both are refused before any work."""
+    warc = tmp_path / "a.warc.gz"
+    warc.write_bytes(b"".join(gzip.compress(r) for r in _recs(2)))
+    with pytest.raises(ConfigError, match="given twice"):
+        extract_warcs([str(warc), str(tmp_path / "." / "a.warc.gz")], tmp_path / "x",
+                      ExtractOptions())  # fmt: skip
+    crawl = tmp_path / "crawl"
+    crawl.mkdir()
+    (crawl / "state.json").write_text("{}")
+    (crawl / "pages.jsonl").write_text("kept\n")
+    with pytest.raises(ConfigError, match=r"holds a crawl or merge \(state.json\)"):
+        extract_warcs([str(warc)], crawl, ExtractOptions())
+    assert (crawl / "pages.jsonl").read_text() == "kept\n"
+    assert sorted(p.name for p in crawl.iterdir()) == ["pages.jsonl", "state.json"]
+    res = extract_warcs([str(warc)], tmp_path / "x", ExtractOptions())
+    assert res.pages == 2
+    res = extract_warcs([str(warc)], tmp_path / "x", ExtractOptions())  # its own output: again
+    assert len((tmp_path / "x" / "pages.jsonl").read_text().splitlines()) == 2
