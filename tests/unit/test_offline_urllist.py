@@ -35,3 +35,22 @@ def test_fetch_with_a_binary_list_exits_2_with_one_line(tmp_path: Path, stdin: b
     assert r.stderr.decode().splitlines() == [
         f"skitter: error: {'stdin' if stdin else p}: not UTF-8 text (a URL list is one URL a line)"
     ]
+
+
+def test_fetch_into_a_fetch_folder_hints_fetch_resume(tmp_path: Path) -> None:
+    """A second `fetch` into the same folder is refused with the command that resumes it
+    (`skitter fetch --resume`, not `skitter crawl --resume`)."""
+    out = tmp_path / "f"
+    out.mkdir()
+    (out / "state.json").write_text("{}")
+    lst = tmp_path / "list.txt"
+    lst.write_text("http://a.test/\n")
+    r = subprocess.run(
+        [sys.executable, "-m", "skitter", "fetch", "--urls", str(lst), "--out", str(out)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 2
+    assert r.stderr.splitlines() == [
+        f"skitter: error: output folder {out} holds a crawl; continue it with "
+        f"'skitter fetch --resume --out {out}' or choose another folder"
+    ]

@@ -81,8 +81,9 @@ def run(args: argparse.Namespace) -> int:
             settings = replace(settings, seeds=tuple(urls), scope=scope, processes=1)
         settings = replace(settings, extract_links=False)
         return asyncio.run(_fetch(settings))
-    except SkitterError as exc:
-        print(f"skitter: error: {exc}", file=sys.stderr)
+    except SkitterError as exc:  # the state's resume hint names this command, not crawl
+        msg = str(exc).replace("'skitter crawl --resume ", "'skitter fetch --resume ")
+        print(f"skitter: error: {msg}", file=sys.stderr)
         return 2
     except OSError as exc:
         print(os_error_line(exc), file=sys.stderr)
