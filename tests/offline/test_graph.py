@@ -147,3 +147,17 @@ def test_output_errors_are_named_and_a_closed_pipe_is_quiet(tmp_path: Path) -> N
     p.stderr.close()
     assert p.wait(timeout=60) == 1
     assert err == b""
+
+
+def test_output_over_the_folders_own_files_is_refused(tmp_path: Path) -> None:
+    """`-o DIR/links.tsv` used to replace the crawl's link graph with the edge list."""
+    d = _links(tmp_path)
+    before = (d / "links.tsv").read_bytes()
+    for target in ("links.tsv", "pages.jsonl"):
+        proc = _cli(str(d), "-o", str(d / target))
+        assert proc.returncode == 2
+        assert proc.stderr.splitlines() == [f"skitter: error: -o would replace {d / target} of {d}"]
+    assert (d / "links.tsv").read_bytes() == before
+    assert not (d / "pages.jsonl").exists()
+    proc = _cli(str(d), "-o", str(d / "g.tsv"))
+    assert proc.returncode == 0 and (d / "g.tsv").read_text().startswith("source\ttarget")

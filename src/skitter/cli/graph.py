@@ -32,6 +32,10 @@ def add_parser(sub: Any) -> None:
     c.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
 
 
+#: files of the folder read (a crawl's, an extract's) that ``-o`` may not replace.
+_FOLDER_FILES = ("links.tsv", "pages.jsonl", "report.json", "state.json")
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``skitter graph``; returns the exit code."""
     from skitter.offline import graph as gr
@@ -42,6 +46,13 @@ def run(args: argparse.Namespace) -> int:
     if args.rank and args.format == "edgelist" and not args.output:
         print("skitter: error: --rank with an edge list needs -o FILE", file=sys.stderr)
         return 2
+    if args.output:  # the folder's own files are never written over
+        kept = {os.path.realpath(os.path.join(args.out_dir, n)) for n in _FOLDER_FILES}
+        ranks = gr.nodes_path_for(args.output, "parquet" if args.format == "parquet" else "tsv")
+        for path in (args.output, ranks):
+            if os.path.realpath(path) in kept:
+                print(f"skitter: error: -o would replace {path} of {args.out_dir}", file=sys.stderr)
+                return 2
     try:
         t0 = time.monotonic()
         try:
