@@ -251,6 +251,8 @@ class MergeSummary:
         superseded: records dropped because a later attempt at the same URL won.
         links: links.tsv rows written (header not counted).
         torn: input journals that ended in a partial line (a kill mid-write), not read.
+        damaged: whole pages.jsonl lines that are not a record (not JSON, no string ``url``,
+            a field of the wrong type), left out.
     """
 
     folders: tuple[Path, ...]
@@ -258,6 +260,7 @@ class MergeSummary:
     superseded: int
     links: int
     torn: int
+    damaged: int = 0
 
 
 def whole_lines_end(path: Path) -> int:
@@ -345,6 +348,38 @@ def _folder_robots_disallowed(folder: Path, report: dict[str, Any] | None) -> tu
     return int(totals.get("robots_disallowed") or 0), float(totals.get("elapsed_s") or 0.0)
 
 
+_Counted = tuple[str, int, int | None, str | None, int, str]
+
+
+def _parse_record(line: bytes) -> tuple[str, str, str, _Counted] | None:
+    """``(url, final_url, fetched_at, count_record arguments)`` of a pages.jsonl line, or
+    None when the line is not a well-formed record (damaged: it is left out of the merge)."""
+    try:
+        rec = json.loads(line)
+        url, final = rec["url"], rec.get("final_url") or rec["url"]
+        if not isinstance(url, str) or not isinstance(final, str):
+            return None
+        status, error = rec.get("status"), rec.get("error")
+        if not (status is None or type(status) is int) or not (
+            error is None or isinstance(error, str)
+        ):
+            return None
+        hops = rec.get("redirects") or ()
+        counted = (
+            host_key(url),
+            int(rec.get("depth") or 0),
+            status,
+            error,
+            int(rec.get("bytes") or 0),
+            record_verdict(
+                status, error, rec.get("error_detail"), hops[0]["status"] if hops else None
+            ),
+        )
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError):
+        return None
+    return url, final, str(rec.get("fetched_at") or ""), counted
+
+
 def _source_of(line: bytes) -> str:
     """The source URL (first field) of a links.tsv row."""
     field_ = line.split(b"\t", 1)[0].decode("utf-8", "surrogateescape")
@@ -356,7 +391,9 @@ def merge_folders(inputs: Sequence[Path], out: Path) -> MergeSummary:
     report.json (``skitter merge``).
 
     * Each folder is read up to the last whole line of each journal (a line cut by a kill is
-      left out, as a resume would cut it); the folders are not modified.
+      left out, as a resume would cut it); the folders are not modified. A whole line that
+      is not a record (not JSON, ``url`` not a string, a field of the wrong type) is left
+      out and counted in ``damaged``.
     * One record per URL (pages.jsonl ``url``): the latest attempt wins, by ``fetched_at``;
       ties go to the folder given later, then to the later line of its file. Records are
       copied byte for byte, in folder order then file order.
@@ -386,7 +423,7 @@ def merge_folders(inputs: Sequence[Path], out: Path) -> MergeSummary:
     torn = 0
     win: dict[str, tuple[str, int, int]] = {}
     page_of: dict[str, tuple[str, int, int]] = {}
-    seen_records = 0
+    seen_records = damaged = 0
     for i, folder in enumerate(folders):
         pages, links = folder / PAGES_FILE, folder / LINKS_FILE
         pend, lend = whole_lines_end(pages), whole_lines_end(links)
@@ -395,13 +432,13 @@ def merge_folders(inputs: Sequence[Path], out: Path) -> MergeSummary:
                 torn += 1
         ends.append((pend, lend))
         for off, line in _lines(pages, pend):
-            try:
-                rec = json.loads(line)
-                url, final = rec["url"], rec.get("final_url") or rec["url"]
-            except (ValueError, KeyError, TypeError):
+            parsed = _parse_record(line)
+            if parsed is None:
+                damaged += 1
                 continue
+            url, final, fetched_at, _ = parsed
             seen_records += 1
-            rank = (str(rec.get("fetched_at") or ""), i, off)
+            rank = (fetched_at, i, off)
             if url not in win or rank > win[url]:
                 win[url] = rank
             if final not in page_of or rank > page_of[final]:
@@ -413,30 +450,15 @@ def merge_folders(inputs: Sequence[Path], out: Path) -> MergeSummary:
     with _TempFile(out / PAGES_FILE) as pf:
         for i, folder in enumerate(folders):
             for off, line in _lines(folder / PAGES_FILE, ends[i][0]):
-                try:
-                    rec = json.loads(line)
-                    url = rec["url"]
-                except (ValueError, KeyError, TypeError):
+                parsed = _parse_record(line)
+                if parsed is None:
                     continue
-                w = win.get(url)
+                w = win.get(parsed[0])
                 if w is None or w[1] != i or w[2] != off:
                     continue
                 pf.write(line)
                 records += 1
-                hops = rec.get("redirects") or ()
-                stats.count_record(
-                    host_key(url),
-                    int(rec.get("depth") or 0),
-                    rec.get("status"),
-                    rec.get("error"),
-                    int(rec.get("bytes") or 0),
-                    record_verdict(
-                        rec.get("status"),
-                        rec.get("error"),
-                        rec.get("error_detail"),
-                        hops[0]["status"] if hops else None,
-                    ),
-                )
+                stats.count_record(*parsed[3])
     decisions: Counter[str] = Counter()
     with _TempFile(out / LINKS_FILE) as lf:
         lf.write(_LINKS_HEADER_BYTES)
@@ -477,7 +499,7 @@ def merge_folders(inputs: Sequence[Path], out: Path) -> MergeSummary:
         "seeds": seeds,
     }
     atomic_write_json(out / REPORT_FILE, report)
-    summary = MergeSummary(tuple(folders), records, seen_records - records, nlinks, torn)
+    summary = MergeSummary(tuple(folders), records, seen_records - records, nlinks, torn, damaged)
     atomic_write_json(
         out / MERGED_FILE,
         {

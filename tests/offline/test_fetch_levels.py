@@ -121,3 +121,38 @@ async def test_levels_equal_plain_crawl_and_resume_after_kill9(tmp_path: Path) -
     lines = (out / "pages.jsonl").read_text().splitlines()
     depth = {json.loads(x)["url"]: json.loads(x)["depth"] for x in lines}
     assert depth[ROOT] == 0 and depth[ROOT + "l1-2"] == 1 and depth[ROOT + "l2-3-2"] == 2
+
+
+async def test_levels_max_pages_is_one_budget_and_a_plain_crawl_is_not_resumed_as_levels(
+    tmp_path: Path,
+) -> None:
+    """`--levels --max-pages 7` fetches 7 pages over the levels (1 + 4 + 2), not all 17; and
+    `crawl --resume --levels` of a plain crawl's folder is refused (exit 2), leaving its
+    pages.jsonl and links.tsv as they were (they used to be replaced by empty files)."""
+    gate, reached = asyncio.Event(), asyncio.Event()
+    gate.set()
+    site = _tree_site(gate, reached)
+    await site.start()
+    proxy = ["--proxy", f"http://127.0.0.1:{site.port}", "--resolve-only", "--delay", "0", "-q"]
+    try:
+        out = tmp_path / "lv"
+        code, err = await _cli("crawl", "--levels", ROOT, "--max-pages", "7", "--out", str(out),
+                               *proxy)  # fmt: skip
+        assert code == 0, err
+        report = json.loads((out / "report.json").read_text())
+        assert [lv["pages"] for lv in report["levels"]] == [1, 4, 2]
+        assert len(_urls(out)) == 7
+        plain = tmp_path / "plain"
+        code, err = await _cli("crawl", ROOT, "--out", str(plain), "--processes", "1", *proxy)
+        assert code == 0, err
+        before = {n: (plain / n).read_bytes() for n in ("pages.jsonl", "links.tsv")}
+        code, err = await _cli("crawl", "--resume", "--levels", "--out", str(plain))
+    finally:
+        await site.close()
+    assert code == 2
+    assert err.splitlines() == [
+        f"skitter: error: {plain} is not a --levels crawl; continue it with "
+        f"'skitter crawl --resume --out {plain}'"
+    ]
+    assert {n: (plain / n).read_bytes() for n in before} == before
+    assert not (plain / "levels").exists()

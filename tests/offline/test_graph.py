@@ -120,3 +120,44 @@ def test_formats(tmp_path: Path) -> None:
     nodes = pq.read_table(tmp_path / "g.nodes.parquet").to_pylist()
     assert {n["node"] for n in nodes} == {A, B, C, X}
     assert _cli(str(tmp_path / "missing")).returncode == 2
+
+
+def test_output_errors_are_named_and_a_closed_pipe_is_quiet(tmp_path: Path) -> None:
+    """`-o` into a missing folder names that file (not "no links.tsv"); stdout closed by the
+    reader (`| head`) ends quietly with exit 1, no "Broken pipe" error line."""
+    d = _links(tmp_path)
+    proc = _cli(str(d), "-o", str(tmp_path / "nodir" / "g.tsv"))
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        f"skitter: error: No such file or directory: {tmp_path / 'nodir' / 'g.tsv'}"
+    ]
+    big = tmp_path / "big"
+    big.mkdir()
+    with LinksWriter(big / "links.tsv") as w:  # far more than a pipe buffer (64 KiB)
+        w.write_rows(LinkRow(f"{A}p{i}", B, "", "x" * 50, "a", False, "queued")
+                     for i in range(20_000))  # fmt: skip
+    p = subprocess.Popen(
+        [sys.executable, "-m", "skitter", "graph", str(big)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert p.stdout is not None and p.stderr is not None
+    p.stdout.read(100)
+    p.stdout.close()  # the reader goes away, as `head` does
+    err = p.stderr.read()
+    p.stderr.close()
+    assert p.wait(timeout=60) == 1
+    assert err == b""
+
+
+def test_output_over_the_folders_own_files_is_refused(tmp_path: Path) -> None:
+    """`-o DIR/links.tsv` used to replace the crawl's link graph with the edge list."""
+    d = _links(tmp_path)
+    before = (d / "links.tsv").read_bytes()
+    for target in ("links.tsv", "pages.jsonl"):
+        proc = _cli(str(d), "-o", str(d / target))
+        assert proc.returncode == 2
+        assert proc.stderr.splitlines() == [f"skitter: error: -o would replace {d / target} of {d}"]
+    assert (d / "links.tsv").read_bytes() == before
+    assert not (d / "pages.jsonl").exists()
+    proc = _cli(str(d), "-o", str(d / "g.tsv"))
+    assert proc.returncode == 0 and (d / "g.tsv").read_text().startswith("source\ttarget")

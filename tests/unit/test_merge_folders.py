@@ -79,3 +79,21 @@ def test_links_follow_the_latest_fetch_and_totals_are_recounted(tmp_path: Path) 
     assert rep["finished"] is False and rep["stop_reason"] == "merged"
     assert rep["robots"] == {"http://a.test": {"status": 200}}
     assert rep["traps"]["calendar"]["count"] == 1 and rep["seeds"] == [a]
+
+
+def test_damaged_lines_are_left_out_and_counted(tmp_path: Path) -> None:
+    """Lines that are JSON but not a record (url not a string, depth not a number, a list)
+    are left out and counted, never a traceback; the good records are all merged."""
+    good = {"url": "http://a.test/", "final_url": "http://a.test/", "status": 200, "depth": 0,
+            "bytes": 5, "fetched_at": "2026-01-01T00:00:01.000Z"}  # fmt: skip
+    bad = [{"url": 5}, {"url": "http://a.test/x", "depth": "deep"}, [1, 2], {"url": "nope"},
+           {"url": "http://a.test/y", "status": "200"}, {"url": "http://a.test/z",
+           "redirects": "oops"}]  # fmt: skip
+    folder(tmp_path / "x", [good, *bad], [], {})
+    with (tmp_path / "x" / "pages.jsonl").open("a") as f:
+        f.write("{not json\n")
+    s = merge_folders([tmp_path / "x"], tmp_path / "m")
+    assert (s.records, s.damaged, s.superseded) == (1, len(bad) + 1, 0)
+    assert (tmp_path / "m" / "pages.jsonl").read_text() == json.dumps(good) + "\n"
+    report = json.loads((tmp_path / "m" / "report.json").read_text())
+    assert (report["totals"]["records"], report["totals"]["by_status"]) == (1, {"200": 1})

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from skitter.errors import ConfigError
 from skitter.offline.extract import ExtractOptions, extract_warcs
 from skitter.offline.payload import dechunk, looks_chunked
 from skitter.offline.reader import Damage, WarcReader
@@ -118,3 +119,82 @@ def test_heritrix_dns_and_metadata_records_are_not_pages(tmp_path: Path) -> None
     warc.write_bytes(b"".join(gzip.compress(r) for r in recs))
     res = extract_warcs([str(warc)], tmp_path / "out", ExtractOptions())
     assert (res.records, res.pages, res.links, res.skipped) == (4, 1, 1, [])
+
+
+def _lying_length(rec: bytes, length: int) -> bytes:
+    head, sep, rest = rec.partition(b"\r\n\r\n")
+    lines = [
+        b"Content-Length: %d" % length if ln.lower().startswith(b"content-length:") else ln
+        for ln in head.split(b"\r\n")
+    ]
+    return b"\r\n".join(lines) + sep + rest
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_content_length_past_the_record_loses_only_that_record(gz: bool) -> None:
+    """A Content-Length far too large (a gzip member per record, or an uncompressed file)
+    is reported and the records after it are still read, not swallowed as its block."""
+    recs = _recs(5)
+    recs[1] = _lying_length(recs[1], 10**12)
+    parts = [gzip.compress(r) for r in recs] if gz else recs
+    urls, damage, offsets = _read(b"".join(parts))
+    assert urls == ["http://a.test/0", "http://a.test/2", "http://a.test/3", "http://a.test/4"]
+    assert offsets[1] == len(parts[0]) + len(parts[1])
+    assert [d.offset for d in damage] == [len(parts[0])]
+    assert "cut short" in damage[0].reason
+
+
+def test_content_length_past_the_end_of_the_last_record_ends_the_file() -> None:
+    recs = _recs(3)
+    recs[2] = _lying_length(recs[2], 10**6)
+    urls, damage, _ = _read(b"".join(recs))
+    assert urls == ["http://a.test/0", "http://a.test/1"]
+    assert [d.offset for d in damage] == [len(recs[0]) + len(recs[1])]
+
+
+def test_resync_scan_over_a_large_uncompressed_gap_is_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Scanning for the next ``WARC/1.`` line after a bad header drops what it has scanned
+    (the buffer stays near the read size) and still finds a line that straddles reads."""
+    import skitter.offline.reader as reader_mod
+
+    monkeypatch.setattr(reader_mod, "_READ_BYTES", 1000)
+    recs = _recs(2)
+    gap = b"WARX/1.1\r\n" + b"x" * 20_000 + b"\r\n"
+    data = recs[0] + gap + recs[1]
+    seen: list[int] = []
+    real_more = reader_mod._Source.more
+
+    def more(self: reader_mod._Source) -> bool:
+        seen.append(len(self.buf))
+        return real_more(self)
+
+    monkeypatch.setattr(reader_mod._Source, "more", more)
+    urls, damage, offsets = _read(data)
+    assert urls == ["http://a.test/0", "http://a.test/1"]
+    assert offsets == [0, len(recs[0]) + len(gap)]
+    assert len(damage) == 1
+    assert max(seen) < 3000
+
+
+def test_extract_refuses_a_warc_given_twice_and_a_crawl_folder_as_out(tmp_path: Path) -> None:
+    """`extract X X` would write every page twice; `extract X --out CRAWL` would replace the
+    crawl's own pages.jsonl, links.tsv and report.json: both are refused before any work."""
+    warc = tmp_path / "a.warc.gz"
+    warc.write_bytes(b"".join(gzip.compress(r) for r in _recs(2)))
+    with pytest.raises(ConfigError, match="given twice"):
+        extract_warcs([str(warc), str(tmp_path / "." / "a.warc.gz")], tmp_path / "x",
+                      ExtractOptions())  # fmt: skip
+    crawl = tmp_path / "crawl"
+    crawl.mkdir()
+    (crawl / "state.json").write_text("{}")
+    (crawl / "pages.jsonl").write_text("kept\n")
+    with pytest.raises(ConfigError, match=r"holds a crawl or merge \(state.json\)"):
+        extract_warcs([str(warc)], crawl, ExtractOptions())
+    assert (crawl / "pages.jsonl").read_text() == "kept\n"
+    assert sorted(p.name for p in crawl.iterdir()) == ["pages.jsonl", "state.json"]
+    res = extract_warcs([str(warc)], tmp_path / "x", ExtractOptions())
+    assert res.pages == 2
+    res = extract_warcs([str(warc)], tmp_path / "x", ExtractOptions())  # its own output: again
+    assert len((tmp_path / "x" / "pages.jsonl").read_text().splitlines()) == 2

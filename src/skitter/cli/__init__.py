@@ -83,7 +83,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(os_error_line(exc), file=sys.stderr)
         return 2
-    code: int = COMMANDS[args.command].run(args)
+    try:
+        code: int = COMMANDS[args.command].run(args)
+    except KeyboardInterrupt:  # a command without its own Ctrl-C handling (graph, merge...)
+        print(f"skitter {args.command}: interrupted", file=sys.stderr)
+        return 130
     return code
 
 

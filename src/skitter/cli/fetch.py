@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -73,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
             if src is None:
                 raise ConfigError("give the URLs with --urls FILE (or --urls - for stdin)")
             if src == "-":
-                urls = read_url_list(sys.stdin, "stdin")
+                stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8-sig")
+                urls = read_url_list(stdin, "stdin")  # UTF-8 whatever the locale
             else:
                 with open(src, encoding="utf-8-sig") as f:
                     urls = read_url_list(f, src)
@@ -84,8 +86,9 @@ def run(args: argparse.Namespace) -> int:
             settings = replace(settings, seeds=tuple(urls), scope=scope, processes=1)
         settings = replace(settings, extract_links=False)
         return asyncio.run(_fetch(settings))
-    except SkitterError as exc:
-        print(f"skitter: error: {exc}", file=sys.stderr)
+    except SkitterError as exc:  # the state's resume hint names this command, not crawl
+        msg = str(exc).replace("'skitter crawl --resume ", "'skitter fetch --resume ")
+        print(f"skitter: error: {msg}", file=sys.stderr)
         return 2
     except OSError as exc:
         print(os_error_line(exc), file=sys.stderr)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from typing import Any
@@ -21,7 +22,7 @@ def add_parser(sub: Any) -> None:
             "Read OUT_DIR/links.tsv and write its page graph (or host graph with --hosts): "
             "repeated links merged into one edge with a count, kind, nofollow and anchor text. "
             "--rank adds PageRank to the nodes (GraphML: a node attribute; edge list and "
-            "Parquet: a FILE.nodes.tsv / FILE.nodes.parquet beside -o FILE)."
+            "Parquet: -o g.tsv -> g.nodes.tsv, -o g.parquet -> g.nodes.parquet)."
         ),
     )
     c.add_argument("out_dir", metavar="OUT_DIR", help="a crawl's or extract's output folder")
@@ -29,6 +30,10 @@ def add_parser(sub: Any) -> None:
     c.add_argument("--hosts", action="store_true", help="host graph instead of page graph")
     c.add_argument("--rank", action="store_true", help="compute PageRank of the nodes")
     c.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
+
+
+#: files of the folder read (a crawl's, an extract's) that ``-o`` may not replace.
+_FOLDER_FILES = ("links.tsv", "pages.jsonl", "report.json", "state.json")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,9 +46,20 @@ def run(args: argparse.Namespace) -> int:
     if args.rank and args.format == "edgelist" and not args.output:
         print("skitter: error: --rank with an edge list needs -o FILE", file=sys.stderr)
         return 2
+    if args.output:  # the folder's own files are never written over
+        kept = {os.path.realpath(os.path.join(args.out_dir, n)) for n in _FOLDER_FILES}
+        ranks = gr.nodes_path_for(args.output, "parquet" if args.format == "parquet" else "tsv")
+        for path in (args.output, ranks):
+            if os.path.realpath(path) in kept:
+                print(f"skitter: error: -o would replace {path} of {args.out_dir}", file=sys.stderr)
+                return 2
     try:
         t0 = time.monotonic()
-        g = gr.load_graph(args.out_dir, hosts=args.hosts)
+        try:
+            g = gr.load_graph(args.out_dir, hosts=args.hosts)
+        except FileNotFoundError:
+            print(f"skitter: error: no links.tsv in {args.out_dir}", file=sys.stderr)
+            return 2
         t1 = time.monotonic()
         if args.rank:
             gr.pagerank(g)
@@ -67,9 +83,10 @@ def run(args: argparse.Namespace) -> int:
             gr.write_graphml(g, sys.stdout)
         else:
             gr.write_edgelist(g, sys.stdout)
-    except FileNotFoundError:
-        print(f"skitter: error: no links.tsv in {args.out_dir}", file=sys.stderr)
-        return 2
+    except BrokenPipeError:  # stdout closed early (`skitter graph ... | head`): stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that the exit flush fails silently too
+        return 1
     except OSError as exc:
         print(os_error_line(exc), file=sys.stderr)
         return 2

@@ -47,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
         print(os_error_line(exc), file=sys.stderr)
         return 2
     torn = f"; {s.torn} journal(s) ended in a partial line, left out" if s.torn else ""
+    if s.damaged:
+        torn += f"; {s.damaged} damaged pages.jsonl line(s) (not a record), left out"
     print(
         f"merged {len(s.folders)} folders into {args.out}/: {s.records} records "
         f"({s.superseded} earlier attempts superseded), {s.links} links.tsv rows{torn}"

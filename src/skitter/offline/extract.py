@@ -56,7 +56,7 @@ from skitter.offline.payload import HttpPayload, payload_of
 from skitter.offline.reader import Damage, Record, WarcReader
 from skitter.rules import Decision, ScopeRule
 from skitter.settings import ScopeSettings
-from skitter.state import atomic_write_json
+from skitter.state import CHECKPOINT_FILE, FRONTIER_FILE, STATE_FILE, atomic_write_json
 from skitter.traps import TrapGuard
 
 __all__ = ["ExtractOptions", "ExtractResult", "check_warc", "extract_warcs"]
@@ -511,6 +511,10 @@ def _copy_links(
             dst.write(line)
 
 
+#: files of a crawl's (or merge's) folder: extract refuses to write its outputs over them.
+_CRAWL_STATE = (STATE_FILE, CHECKPOINT_FILE, FRONTIER_FILE, "merge.json", "merged.json")
+
+
 def extract_warcs(
     paths: Sequence[str],
     out_dir: str | os.PathLike[str],
@@ -528,14 +532,23 @@ def extract_warcs(
         The counts and the damaged parts skipped (also in report.json).
 
     Raises:
-        ConfigError: a path is not a readable WARC, or the scope settings are invalid.
+        ConfigError: a path is not a readable WARC or is given twice, the scope settings are
+            invalid, or ``out_dir`` holds a crawl or a merge (state.json, merged.json...).
         OSError: the output cannot be written.
     """
     start = time.monotonic()
+    given: set[str] = set()
     for p in paths:
         check_warc(p)
+        real = os.path.realpath(p)
+        if real in given:  # read twice, its pages and links would be written twice
+            raise ConfigError(f"{p}: WARC file given twice")
+        given.add(real)
     _Decider(options)  # invalid scope settings fail here, before any work
     out = Path(out_dir)
+    held = [n for n in _CRAWL_STATE if (out / n).exists()]
+    if held:  # its pages.jsonl, links.tsv and report.json would be replaced
+        raise ConfigError(f"--out {out} holds a crawl or merge ({held[0]}): choose another folder")
     out.mkdir(parents=True, exist_ok=True)
     part_dir = out / ".extract-parts"
     shutil.rmtree(part_dir, ignore_errors=True)

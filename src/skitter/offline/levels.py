@@ -21,8 +21,10 @@ Every step is either complete (its marker or output file is written last and ato
 redone/resumed: a kill at any instant and ``--resume`` continue where it stopped (a level's
 fetch resumes as a crawl does; an interrupted extract or level list is done again).
 
-The page set equals a plain crawl's (breadth-first either way) except where a plain crawl's
-budgets depend on order: ``max_pages``, and query-variant / per-host trap budgets (extract's
+``max_pages`` is one budget over all levels (each level's fetch gets what is left; none is
+fetched once it is spent). The page set equals a plain crawl's (breadth-first either way)
+except where a plain crawl's budgets depend on order: which pages ``max_pages`` keeps, and
+query-variant / per-host trap budgets (extract's
 rules are stateless, so levels may fetch more query variants). A redirect is followed within
 its level and its target counts as seen; a level's fetch judges redirect targets by the scope of
 that level's URLs (with ``--scope host``, a redirect to another seed host that has no URL in the
@@ -39,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from skitter.crawler import Crawler
+from skitter.errors import ConfigError
 from skitter.export.links import HEADER, read_rows
 from skitter.offline.extract import ExtractOptions, extract_warcs
 from skitter.offline.urllist import write_url_list
@@ -70,8 +73,8 @@ class LevelsResult:
 
 
 def is_levels_crawl(out_dir: str | os.PathLike[str]) -> bool:
-    """True when ``out_dir`` holds a ``--levels`` crawl."""
-    return _urls_file(Path(out_dir), 0).exists()
+    """True when ``out_dir`` holds a ``--levels`` crawl (its ``levels/`` folder)."""
+    return (Path(out_dir) / LEVELS_DIR).is_dir()
 
 
 def _level_dir(out: Path, d: int) -> Path:
@@ -126,7 +129,8 @@ async def run_levels(
 
     Raises:
         StateError: a new crawl into a non-empty folder.
-        ConfigError: bad seeds or scope settings.
+        ConfigError: bad seeds or scope settings; a resume of a folder that is not a
+            ``--levels`` crawl.
         OSError: the folder cannot be written.
     """
     out = Path(settings.out_dir)
@@ -134,8 +138,13 @@ async def run_levels(
     seeds = [c for c in (canonicalize(s) for s in settings.seeds) if c is not None]
     if not settings.resume:
         prepare_new_out_dir(out)
-        save_state(out, replace(settings, resume=False))
-        (out / LEVELS_DIR).mkdir(parents=True, exist_ok=True)
+        (out / LEVELS_DIR).mkdir(parents=True, exist_ok=True)  # before state.json: a resume
+        save_state(out, replace(settings, resume=False))  # after a kill then sees a levels crawl
+    elif not is_levels_crawl(out):  # its pages.jsonl, links.tsv, report.json would be replaced
+        raise ConfigError(
+            f"{out} is not a --levels crawl; continue it with 'skitter crawl --resume --out {out}'"
+        )
+    if not _urls_file(out, 0).exists():
         write_url_list(str(_urls_file(out, 0)), settings.seeds)
     options = ExtractOptions(
         scope=settings.scope,
@@ -155,6 +164,9 @@ async def run_levels(
         urls = _read_list(urls_file)
         if not urls:
             break
+        left = None if settings.max_pages is None else settings.max_pages - result.pages
+        if left is not None and left <= 0:
+            break  # --max-pages: one budget for all levels
         seen.update(c for c in (canonicalize(u) for u in urls) if c is not None)
         if not (ld / "fetched").exists():
             fs = replace(
@@ -164,7 +176,7 @@ async def run_levels(
                 extract_links=False,
                 resume=(ld / "state.json").exists(),
                 processes=1,
-                max_pages=None,
+                max_pages=left,
                 scope=replace(settings.scope, max_depth=None),
             )
             async with Crawler.from_settings(fs) as crawler:

@@ -11,6 +11,9 @@ Damage is reported, never raised, and the reader goes on with the next readable 
   a number, a header block over 256 KiB): the rest of its gzip member is skipped, or, in an
   uncompressed stream, everything up to the next line starting ``WARC/1.``;
 * corrupt deflate data: the reader looks for the next gzip member header in the file;
+* a ``Content-Length`` running past the end of the record's gzip member (or, uncompressed,
+  past the end of the file while a later ``WARC/1.`` line follows): reported, and the reader
+  goes on with the next member (or that line);
 * a file that ends inside a gzip member or inside a record: reported, the file ends there
   (the decompressor is fed the bytes that exist and nothing more, so it cannot wait
   for input that never comes).
@@ -247,10 +250,11 @@ class _Source:
             if i >= 0:
                 self.cur = i + 1
                 return
-            start = max(self.cur, len(self.buf) - 8)
+            self.cur = max(self.cur, len(self.buf) - 8)  # lets more() drop what was scanned
             if not self.more():
                 self.cur = len(self.buf)
                 return
+            start = self.cur
 
     def readline(self, limit: int) -> bytes | None:
         """The next line (with its ``\\n``), at most ``limit`` bytes; None at end of input."""
@@ -271,14 +275,31 @@ class _Source:
                     return line
                 return None
 
-    def read(self, n: int, keep: bool) -> tuple[bytes, int]:
-        """Consume ``n`` bytes: (the bytes if ``keep`` else b"", how many were there)."""
+    def next_member_start(self, m: _Member) -> int | None:
+        """The decompressed position where the gzip member after ``m`` begins (None while
+        none has begun)."""
+        return next((x.start_pos for x in self.members if x.start_pos > m.start_pos), None)
+
+    def restart_at(self, offset: int) -> None:
+        """Uncompressed file: read on from file offset ``offset`` (the buffer is dropped)."""
+        self.f.seek(offset)
+        del self.buf[:]
+        self.pos, self.cur, self.at_eof = offset, 0, False
+
+    def read(self, n: int, keep: bool, within: _Member | None = None) -> tuple[bytes, int]:
+        """Consume ``n`` bytes: (the bytes if ``keep`` else b"", how many were there);
+        with ``within``, never past the end of that gzip member."""
         parts: list[bytes] = []
         got = 0
         while got < n:
             if self.cur >= len(self.buf) and not self.more():
                 break
-            take = min(n - got, len(self.buf) - self.cur)
+            avail = len(self.buf) - self.cur
+            if within is not None and (end := self.next_member_start(within)) is not None:
+                avail = min(avail, end - self.here)
+                if avail <= 0:
+                    break
+            take = min(n - got, avail)
             if keep:
                 parts.append(bytes(self.buf[self.cur : self.cur + take]))
             self.cur += take
@@ -397,17 +418,25 @@ class WarcReader:
         length = int(cl_text)
         keep = self._keep(headers) if callable(self._keep) else self._keep
         keep = min(max(keep, 0), length)
-        block, got = src.read(keep, True)
+        # a record that starts its gzip member ends in it: a Content-Length running past
+        # the member is wrong, and the next member is read as the next record
+        within = member if src.gz and inner == 0 else None
+        body_at = src.here
+        block, got = src.read(keep, True, within)
         dropped = 0
         if got == keep and length > keep:
-            _, dropped = src.read(length - keep, False)
+            _, dropped = src.read(length - keep, False, within)
             got += dropped
         if got < length:
-            raise _Damaged(
-                offset,
-                f"record cut short: block has {got} of {length} bytes",
-                fatal=True,
-            )
+            cut = f"record cut short: block has {got} of {length} bytes"
+            if within is not None and src.next_member_start(within) == src.here:
+                raise _Damaged(offset, f"{cut} (its gzip member ends there)")
+            if not src.gz and src.f.seekable():  # read on from the next WARC/1. line
+                src.restart_at(body_at)
+                src.skip_member(member)
+                if src.here < body_at + got:
+                    raise _Damaged(offset, f"{cut} (read on from the next record)")
+            raise _Damaged(offset, cut, fatal=True)
         member.records += 1
         return Record(
             offset=offset,

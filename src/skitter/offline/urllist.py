@@ -17,9 +17,16 @@ def read_url_list(f: TextIO, name: str) -> list[str]:
     duplicates (same canonical URL) dropped.
 
     Raises:
-        ConfigError: a line is not an absolute http(s) URL (message names the line), or the
-            list is empty.
+        ConfigError: a line is not an absolute http(s) URL (message names the line), the
+            list is empty, or it is not UTF-8 text.
     """
+    try:
+        return _read_url_list(f, name)
+    except UnicodeDecodeError:
+        raise ConfigError(f"{name}: not UTF-8 text (a URL list is one URL a line)") from None
+
+
+def _read_url_list(f: TextIO, name: str) -> list[str]:
     urls: list[str] = []
     seen: set[str] = set()
     for lineno, line in enumerate(f, 1):
