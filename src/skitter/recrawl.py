@@ -63,6 +63,8 @@ class Recrawl:
         captures: ``WARC-Target-URI`` -> (``WARC-Date``, ``WARC-Record-ID``) of its response
             records (the last one of each URI).
         links: its links.tsv rows by source URL.
+        path: the folder it was read from (``--since PREV`` as given; the stored
+            ``settings.out_dir`` is where it was written, which may have moved since).
     """
 
     def __init__(
@@ -71,8 +73,10 @@ class Recrawl:
         pages: dict[str, PreviousPage],
         captures: dict[str, tuple[str, str]],
         links: dict[str, list[LinkRow]],
+        path: str | None = None,
     ) -> None:
         self.settings = settings
+        self.path = settings.out_dir if path is None else path
         self.pages = pages
         self.captures = captures
         self.links = links
@@ -153,7 +157,7 @@ class Recrawl:
     def report(self) -> dict[str, Any]:
         """The report.json ``recrawl`` block."""
         return {
-            "since": self.settings.out_dir,
+            "since": self.path,
             "unchanged": self.counts.get("unchanged", 0),
             "changed": self.counts.get("changed", 0),
             "gone": self.counts.get("gone", 0),
@@ -242,4 +246,4 @@ def load_previous(path: str | os.PathLike[str], *, warc: bool = True) -> Recrawl
         raise StateError(f"--since {out} is damaged: {exc}") from None
     except Exception as exc:  # a WARC reader error on a damaged file
         raise StateError(f"--since {out} is damaged: {type(exc).__name__}: {exc}") from None
-    return Recrawl(settings, pages, captures, dict(links))
+    return Recrawl(settings, pages, captures, dict(links), os.fspath(path))

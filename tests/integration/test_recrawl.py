@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 
 from tests.conftest import REPO
-from tests.integration.site import Site, crawl
+from tests.integration.site import Site, crawl, html
 from tests.integration.test_quality import warc_records
 
 RC = "rc.example.test"
@@ -121,6 +121,18 @@ async def test_c37_recrawl_with_validators(site: Site, tmp_path: Path) -> None:
         assert h["WARC-Refers-To-Target-URI"] == uri
         assert h["WARC-Refers-To-Date"] == old_w[uri]["WARC-Date"]
         assert h["WARC-Refers-To"] == old_w[uri]["WARC-Record-ID"]
+
+
+async def test_since_folder_moved_report_names_the_folder_given(site: Site, tmp_path: Path) -> None:
+    # a previous crawl copied elsewhere: report.json recrawl.since is the --since folder,
+    # not the path stored in its state.json (where it was first written)
+    site.route(RC, "/", html("<p>one</p>", headers={"ETag": '"e"'}))
+    await crawl(site, tmp_path / "run1", [site.url(RC, "/")])
+    moved = tmp_path / "moved"
+    shutil.move(tmp_path / "run1", moved)
+    run2 = await crawl(site, tmp_path / "run2", [site.url(RC, "/")], quality_since_dir=str(moved))
+    assert run2.report["recrawl"]["since"] == str(moved)
+    assert run2.report["recrawl"]["changed"] + run2.report["recrawl"]["unchanged"] == 1
 
 
 async def test_since_bad_folder_is_one_line_exit_2(tmp_path: Path) -> None:
