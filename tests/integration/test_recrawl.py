@@ -162,6 +162,19 @@ async def test_since_bad_folder_is_one_line_exit_2(tmp_path: Path) -> None:
     assert not (tmp_path / "new").exists() and not (tmp_path / "new2").exists()
 
 
+async def test_since_out_inside_previous_is_refused(site: Site, tmp_path: Path) -> None:
+    # PREV is only read: a NEW folder inside it is refused (one line, exit 2), nothing made
+    site.route(RC, "/", html("<p>one</p>"))
+    await crawl(site, tmp_path / "run1", [site.url(RC, "/")])
+    before = sorted(p.name for p in (tmp_path / "run1").iterdir())
+    code, err = await _cli("--since", str(tmp_path / "run1"), "--out", str(tmp_path / "run1/new"))
+    assert code == 2 and err.strip().splitlines() == [
+        f"skitter: error: --out {tmp_path}/run1/new is inside --since {tmp_path}/run1, "
+        "which is only read"
+    ]
+    assert sorted(p.name for p in (tmp_path / "run1").iterdir()) == before
+
+
 async def _cli(*args: str) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "skitter", "crawl", "--quiet", *args, cwd=REPO,

@@ -181,6 +181,8 @@ def _recrawl_settings(args: argparse.Namespace) -> CrawlSettings:
     stored = load_previous(prev, warc=False).settings  # refuses a damaged folder early
     if prev.resolve() == Path(args.out).resolve():
         raise ConfigError("--since and --out must be different folders")
+    if Path(args.out).resolve().is_relative_to(prev.resolve()):
+        raise ConfigError(f"--out {args.out} is inside --since {prev}, which is only read")
     settings = settings_from_args(args, base=replace(stored, out_dir=args.out, resume=False))
     quality = quality_from_args(args, stored.quality)
     settings = replace(settings, quality=replace(quality, since_dir=str(prev)))
