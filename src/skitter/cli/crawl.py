@@ -205,6 +205,10 @@ def run(args: argparse.Namespace) -> int:
             if not settings.seeds:
                 raise ConfigError("no seeds: give SEED URLs or --seeds-file")
             settings = _choose_processes(settings, getattr(args, "processes", None))
+        if settings.focus.save_files is not None:  # before the output folder is made
+            from skitter.savefiles import check_root
+
+            check_root(settings.focus.save_files)
         from skitter.rules import ScopeRule
         from skitter.urls import canonicalize
 
