@@ -174,6 +174,53 @@ async def test_kill_9_mid_sitemaps_then_resume(site: Site, tmp_path: Path) -> No
     _warc_check(out)
 
 
+async def test_kill_9_after_sitemap_rows_written_then_resume_writes_each_row_once(
+    site: Site, tmp_path: Path
+) -> None:
+    # the phase is killed after it wrote a batch of rows: the resumed phase reads the
+    # sitemaps again but writes each (sitemap, entry) row once, with its first decision
+    big = 1200  # more than one batch of rows (sitemap_phase.BATCH)
+    gate = asyncio.Event()
+
+    async def held(request: web.Request) -> web.StreamResponse:
+        await asyncio.wait_for(gate.wait(), 60)
+        return web.Response(body=urlset("/h0", "/h1").encode(), content_type="application/xml")
+
+    site.route(A, "/robots.txt", text("User-agent: *\nSitemap: /index.xml\n"))
+    items = "<sitemap><loc>/big.xml</loc></sitemap><sitemap><loc>/held.xml</loc></sitemap>"
+    site.route(
+        A, "/index.xml", text(f"<sitemapindex>{items}</sitemapindex>", content_type="text/xml")
+    )
+    site.route(
+        A, "/big.xml", text(urlset(*[f"/e{j}" for j in range(big)]), content_type="application/xml")
+    )
+    site.route(A, "/held.xml", held)
+    site.route(A, "/", links_page())
+    site.fallback(A, links_page())
+    out = tmp_path / "out"
+    args = ("--processes", "1", "--max-pages", "3")
+    proc = await asyncio.create_subprocess_exec(*_cli(site, out, site.url(A, "/"), *args), cwd=REPO)
+    links = out / "links.tsv"
+    for _ in range(3000):  # bounded: 30 s
+        if links.exists() and links.read_bytes().count(b"\tsitemap\t") >= 1000:
+            break
+        await asyncio.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    assert await proc.wait() == -signal.SIGKILL
+    assert not (out / "sitemaps.json").exists()
+    gate.set()
+    proc = await asyncio.create_subprocess_exec(*_cli(site, out, "--resume"), cwd=REPO)
+    assert await proc.wait() == 0
+    rows = [line.split("\t") for line in links.read_text().splitlines()[1:]]
+    sm = Counter((r[0], r[1]) for r in rows if r[4] == "sitemap")
+    assert len(sm) == big + 2 and set(sm.values()) == {1}
+    queued = [r for r in rows if r[4] == "sitemap" and r[6] == "queued"]
+    assert len(queued) == big + 2
+    report = json.loads((out / "report.json").read_text())
+    assert report["sitemaps"]["entries"] == big + 2
+    assert report["totals"]["by_decision"].get("seen", 0) == sum(r[6] == "seen" for r in rows)
+
+
 @pytest.mark.slow
 async def test_processes_2_dedup_sitemaps_inlinks(site: Site, tmp_path: Path) -> None:
     served: list[str] = []
