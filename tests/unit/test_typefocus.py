@@ -147,3 +147,15 @@ def test_saver_refuses_paths_leaving_dir_through_symlinks(tmp_path: Path) -> Non
     assert s.save("http://h.test/evil.pdf", b"x") is None
     assert not list(outside.iterdir())
     s.close()
+
+
+def test_rejected_type_is_not_an_error_per_host_either() -> None:
+    # report.json totals.errors and by_host[...].errors agree: a rejected type is a decision
+    from skitter.stats import Stats
+
+    st = Stats()
+    st.count_record("h.test", 0, 200, "rejected_type", 0, "excluded")
+    st.count_record("h.test", 1, None, "timeout", 0, "broken")
+    snap = st.snapshot(1.0).to_dict()
+    assert snap["errors"] == 1 and snap["by_error"] == {"rejected_type": 1, "timeout": 1}
+    assert snap["by_host"]["h.test"] == {"records": 2, "bytes": 0, "errors": 1}
