@@ -35,7 +35,9 @@ def sitemap_roots(
     seed_origins: Iterable[str],
     robots_sitemaps: Callable[[str], Sequence[tuple[str, str]]],
 ) -> list[str]:
-    """The root sitemap URLs of a crawl, in order, not deduplicated (the graph does that).
+    """The root sitemap URLs of a crawl, in order, not deduplicated (the graph does that):
+    the seed origins' robots.txt ``Sitemap`` values (and ``/sitemap.xml`` with ``also``)
+    unless ``sitemaps`` is ``off``, then the ``--sitemap`` URLs (read whatever the mode).
 
     Args:
         settings: ``sitemaps`` mode and ``sitemap_urls``.
@@ -43,10 +45,8 @@ def sitemap_roots(
         robots_sitemaps: for an origin, its robots.txt ``Sitemap`` values with the URL the
             robots.txt was read from: ``[(value, robots_url), ...]``.
     """
-    if settings.sitemaps == "off":
-        return []
     roots: list[str] = []
-    for org in seed_origins:
+    for org in seed_origins if settings.sitemaps != "off" else ():
         for value, robots_url in robots_sitemaps(org):
             joined = urls.join(robots_url, value.strip())
             if joined is not None:
