@@ -15,8 +15,10 @@ written; a resume finding it skips the phase. A resume of an interrupted phase r
 sitemaps again: the rows the cut phase already wrote to links.tsv (counted by the resume's
 replay) are not written again, their queued entries are queued again (the URL-seen test
 drops those the frontier kept), so links.tsv holds each row once and none is lost.
-With ``--processes``, each process reads the sitemaps of the seeds it owns; entries for
-other processes' hosts are handed over like links.
+With ``--processes``, each process reads the sitemaps of the seeds it owns (those their
+robots.txt lists are read by the seed's owner even on another process's host, as an
+index's children are) and the ``--sitemap`` URLs of its hosts; entries for other
+processes' hosts are handed over like links.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from skitter.export.links import format_rows, read_rows
@@ -84,9 +87,10 @@ async def read_sitemaps(
 
     if q.sitemaps != "off" and not ctx.settings.politeness.ignore_robots:
         await asyncio.gather(*(robots_of(org) for org in origins))
-    roots = sitemap_roots(q, origins, lambda org: found.get(org, []))
-    # sharded: a --sitemap URL is read by the owner of its host
-    roots = [r for r in roots if not peers.is_foreign(canonicalize(r) or r)]
+    # sharded: a robots.txt Sitemap line is read by the seed's owner, whatever its host (as
+    # an index's children are; no other process sees it), a --sitemap URL by its host's owner
+    roots = sitemap_roots(replace(q, sitemap_urls=()), origins, lambda org: found.get(org, []))
+    roots += [u for u in q.sitemap_urls if not peers.is_foreign(canonicalize(u) or u)]
     by_host: dict[str, list[str]] = {}
     for r in roots:
         canon = canonicalize(r)

@@ -221,6 +221,39 @@ async def test_kill_9_after_sitemap_rows_written_then_resume_writes_each_row_onc
     assert report["totals"]["by_decision"].get("seen", 0) == sum(r[6] == "seen" for r in rows)
 
 
+async def test_processes_2_robots_sitemap_on_another_process_host_is_read(
+    site: Site, tmp_path: Path
+) -> None:
+    # the seed's robots.txt lists a sitemap on a host another process owns: it is read (by
+    # the seed's owner, the only one that sees that line) as with one process
+    from skitter.sharding import shard_of_url
+
+    owner = shard_of_url(site.url(A, "/"), 2)
+    x = next(
+        h
+        for h in (f"s{i}.example.test" for i in range(64))
+        if shard_of_url(f"http://{h}:{site.port}/", 2) != owner
+    )
+    site.route(A, "/robots.txt", text(f"User-agent: *\nSitemap: http://{x}:{site.port}/sm.xml\n"))
+    site.route(x, "/sm.xml", text(urlset("/only-in-sitemap"), content_type="application/xml"))
+    site.route(A, "/", links_page())
+    site.fallback(x, links_page())
+    out = tmp_path / "out"
+    args = [
+        *("crawl", site.url(A, "/"), "--out", str(out), "--scope", "domain", "--processes", "2"),
+        *("--resolve", f"{A}:{site.port}:127.0.0.1", "--resolve", f"{x}:{site.port}:127.0.0.1"),
+        *("--resolve-only", "--quiet", "--delay", "0"),
+    ]
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "skitter", *args, cwd=REPO)
+    assert await asyncio.wait_for(proc.wait(), 60) == 0
+    assert {r["url"] for r in _records(out)} == {
+        site.url(A, "/"),
+        f"http://{x}:{site.port}/only-in-sitemap",
+    }
+    report = json.loads((out / "report.json").read_text())["sitemaps"]
+    assert (report["read"], report["entries"]) == (1, 1)
+
+
 @pytest.mark.slow
 async def test_processes_2_dedup_sitemaps_inlinks(site: Site, tmp_path: Path) -> None:
     served: list[str] = []
