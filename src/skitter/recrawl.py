@@ -207,12 +207,16 @@ def load_previous(path: str | os.PathLike[str], *, warc: bool = True) -> Recrawl
     WARC files' response record headers unless ``warc`` is False: a quick validation).
 
     Raises:
-        StateError: no crawl there, another format version, or damaged files (one line).
+        StateError: no crawl there (a check-links or fetch folder included), another format
+            version, or damaged files (one line).
     """
     out = Path(path)
     if not (out / STATE_FILE).exists():
         raise StateError(f"--since {out}: no crawl there (state.json missing)")
     settings = load_state(out)
+    if settings.check_links or not settings.extract_links:  # its settings would be inherited
+        what = "skitter check-links" if settings.check_links else "skitter fetch"
+        raise StateError(f"--since {out}: written by {what}, not by a crawl")
     pages_path = out / PAGES_FILE
     if not pages_path.exists():
         raise StateError(f"--since {out}: no {PAGES_FILE} (not a crawl folder)")

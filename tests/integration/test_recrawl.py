@@ -175,6 +175,27 @@ async def test_since_out_inside_previous_is_refused(site: Site, tmp_path: Path) 
     assert sorted(p.name for p in (tmp_path / "run1").iterdir()) == before
 
 
+async def test_since_a_check_links_or_fetch_folder_is_refused(site: Site, tmp_path: Path) -> None:
+    # their settings (link checking, no link extraction) would be inherited: not a recrawl
+    site.route(RC, "/", html("<p>one</p>"))
+    (tmp_path / "urls.txt").write_text(site.url(RC, "/") + "\n")
+    resolve = ("--resolve", f"{RC}:{site.port}:127.0.0.1", "--resolve-only", "--quiet")
+    for cmd, what in (
+        (("check-links", site.url(RC, "/")), "check-links"),
+        (("fetch", "--urls", str(tmp_path / "urls.txt")), "fetch"),
+    ):
+        prev = tmp_path / what
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "skitter", *cmd, "--out", str(prev), *resolve, cwd=REPO
+        )
+        assert await asyncio.wait_for(proc.wait(), 60) == 0
+        code, err = await _cli("--since", str(prev), "--out", str(tmp_path / f"new-{what}"))
+        assert code == 2 and err.strip().splitlines() == [
+            f"skitter: error: --since {prev}: written by skitter {what}, not by a crawl"
+        ]
+        assert not (tmp_path / f"new-{what}").exists()
+
+
 async def _cli(*args: str) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "skitter", "crawl", "--quiet", *args, cwd=REPO,
