@@ -187,7 +187,11 @@ def _read_captures(out_dir: Path) -> dict[str, tuple[str, str]]:
     from fastwarc.warc import ArchiveIterator, WarcRecordType
 
     captures: dict[str, tuple[str, str]] = {}
-    files = sorted(out_dir.glob("*.warc.gz")) + sorted(out_dir.glob("shards/*/*.warc.gz"))
+    files = [  # a crawl's, a --processes crawl's shards', a --levels crawl's levels'
+        *sorted(out_dir.glob("*.warc.gz")),
+        *sorted(out_dir.glob("shards/*/*.warc.gz")),
+        *sorted(out_dir.glob("levels/*/*.warc.gz")),
+    ]
     for path in files:
         with open(path, "rb") as f:
             for rec in ArchiveIterator(f, record_types=WarcRecordType.response, parse_http=False):

@@ -196,6 +196,36 @@ async def test_since_a_check_links_or_fetch_folder_is_refused(site: Site, tmp_pa
         assert not (tmp_path / f"new-{what}").exists()
 
 
+async def test_since_a_levels_crawl_names_its_level_warc_records(
+    site: Site, tmp_path: Path
+) -> None:
+    # a --levels crawl keeps its WARC files in levels/NNNN/: a 304 is a revisit naming them
+    site.route(RC, "/", html('<a href="/a">a</a>', headers={"ETag": '"r"'}))
+    site.route(RC, "/a", html("<p>a</p>", headers={"ETag": '"a"'}))
+
+    async def cond(request: web.Request) -> web.StreamResponse:
+        if request.headers.get("If-None-Match") == '"a"':
+            return web.Response(status=304)
+        return web.Response(text="<p>a</p>", content_type="text/html", headers={"ETag": '"a"'})
+
+    prev, new = tmp_path / "prev", tmp_path / "new"
+    resolve = ("--resolve", f"{RC}:{site.port}:127.0.0.1", "--resolve-only", "--delay", "0")
+    code, err = await _cli("--levels", site.url(RC, "/"), "--out", str(prev), *resolve)
+    assert code == 0, err
+    site.route(RC, "/a", cond)
+    code, err = await _cli("--since", str(prev), "--out", str(new), "--processes", "1")
+    assert code == 0, err
+    old = {
+        h["WARC-Target-URI"]: h
+        for w in sorted(prev.glob("levels/*"))
+        for t, h in warc_records(w)
+        if t == "response"
+    }
+    revisits = [h for t, h in warc_records(new) if t == "revisit"]
+    assert [h["WARC-Target-URI"] for h in revisits] == [site.url(RC, "/a")]
+    assert revisits[0]["WARC-Refers-To"] == old[site.url(RC, "/a")]["WARC-Record-ID"]
+
+
 async def _cli(*args: str) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "skitter", "crawl", "--quiet", *args, cwd=REPO,
