@@ -94,6 +94,7 @@ class CrawlContext:
             else record_verdict(rec.status, rec.error, rec.error_detail, first)
         )
         self.stats.count_record(host, rec.depth, rec.status, rec.error, rec.bytes, verdict)
+        self.hooks.observer.on_record(rec, host)
 
     async def add(
         self,

@@ -33,6 +33,7 @@ from skitter.duplicates import DuplicateStage
 from skitter.events import CrawlHooks
 from skitter.lease_policy import LeasePolicy
 from skitter.models import Lease, Request, Response
+from skitter.observer import observe_frontier
 from skitter.peers import Alone, Peers
 from skitter.recovery import reconcile
 from skitter.recrawl import RecrawlPolicy
@@ -141,6 +142,7 @@ class Crawler:
             warc_dir=peers.warc_dir,
             warc_prefix=peers.warc_prefix,
         )
+        components.frontier = observe_frontier(components.frontier, self.hooks.observer)
         self._ctx = ctx = CrawlContext(
             settings=self.settings,
             components=components,

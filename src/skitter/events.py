@@ -6,6 +6,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from skitter.observer import NULL_OBSERVER, CrawlObserver
+
 if TYPE_CHECKING:
     from skitter.export.pages import PageRecord
     from skitter.models import Link, Page, Response
@@ -27,8 +29,11 @@ class CrawlHooks:
         on_error: called for every record that ended with a transport error (no response).
         link_filter: ``(source_url, link) -> bool`` (or an awaitable of it); False drops the
             link (decision "scope").
+        observer: told of every record, robots.txt decision, host schedule and queued URL
+            (:class:`skitter.observer.CrawlObserver`; the status page and metrics).
     """
 
     on_page: PageHook | None = None
     on_error: ErrorHook | None = None
     link_filter: LinkFilter | None = None
+    observer: CrawlObserver = NULL_OBSERVER

@@ -224,6 +224,7 @@ class Worker:
         if not p.ignore_robots:
             chk = await c.robots.check(req.url)
             crawl_delay = chk.crawl_delay_s
+            self.ctx.hooks.observer.on_robots(host, chk.reason, crawl_delay)
             if not chk.allowed:
                 if chk.reason == "unreachable":
                     kind = chk.error_kind

@@ -125,41 +125,40 @@ def _markdown(r: Report) -> str:
 
 
 def _html(r: Report) -> str:
+    """The report as one self-contained page, in the look of report.html
+    (:mod:`skitter.report.page`): counts, a chart of verdicts, a searchable table per section
+    (one row per page a link is on)."""
+    from skitter.report.page import cards, document, panel, table
+    from skitter.report.svg import bar_chart
+
     h = html_escape
-    out = [
-        "<!doctype html>",
-        '<html lang="en"><head><meta charset="utf-8"><title>Link check report</title>',
-        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left;vertical-align:top}"
-        ".broken{color:#b00}.unverified{color:#a60}.redirected{color:#06a}</style>",
-        "</head><body>",
-        "<h1>Link check report</h1>",
-        f"<p>{h(_summary_line(r))}</p>",
-    ]
-    for name, title, entries in _sections(r):
-        if not entries:
-            continue
-        out.append(f'<h2 class="{name}">{h(title)}: {len(entries)}</h2>')
-        out.append(
-            "<table><tr><th>Link</th><th>Result</th><th>Found on</th>"
-            "<th>Anchor text</th><th>Count</th></tr>"
+    s = r.summary
+    names = ("ok", "broken", "unverified", "redirected", "excluded")
+    body = [cards([(f"{s.get(k, 0):,}", k) for k in ("checked", *names)])]
+    body.append(
+        panel(
+            "Links by verdict",
+            bar_chart(
+                "verdicts",
+                "distinct links by verdict",
+                [(k, s.get(k, 0)) for k in names],
+                colors=["#059669", "#dc2626", "#d97706", "#2563eb", "#6b7280"],
+            ),
+            note=_summary_line(r),
         )
+    )
+    for name, title, entries in _sections(r):
+        rows = []
         for e in entries:
-            srcs = e.sources or (Source("", "", 0),)
-            span = f' rowspan="{len(srcs)}"' if len(srcs) > 1 else ""
-            for i, s in enumerate(srcs):
-                cells = ""
-                if i == 0:
-                    cells = (
-                        f'<td{span}><a href="{h(e.url)}">{h(e.url)}</a></td>'
-                        f"<td{span}>{h(_what(e))}</td>"
-                    )
-                src = f'<a href="{h(s.url)}">{h(s.url)}</a>' if s.url else "(a start URL)"
-                count = str(s.count) if s.count else ""
-                out.append(f"<tr>{cells}<td>{src}</td><td>{h(s.anchor)}</td><td>{count}</td></tr>")
-        out.append("</table>")
-    out.append("</body></html>")
-    return "\n".join(out) + "\n"
+            link = f'<a href="{h(e.url)}" class="{name}">{h(e.url)}</a>'
+            for src in e.sources or (Source("", "", 0),):
+                found = f'<a href="{h(src.url)}">{h(src.url)}</a>' if src.url else "(a start URL)"
+                count = str(src.count) if src.count else ""
+                rows.append((link, h(_what(e)), found, h(src.anchor), count))
+        headers = ("Link", "Result", "Found on", "Anchor text", "Count")
+        content = table(name, headers, rows, html_cells=True) if rows else "<p>none</p>"
+        body.append(panel(f"{title}: {len(entries)}", content))
+    return document("Link check report", "".join(body))
 
 
 def _junit(r: Report) -> str:

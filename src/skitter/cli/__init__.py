@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from skitter import __version__
-from skitter.cli import check_links, crawl, extract, fetch, graph, index, merge
+from skitter.cli import check_links, crawl, extract, fetch, graph, index, merge, report
 from skitter.cli.common import Parser, settings_from_args
 
 __all__ = ["COMMANDS", "build_parser", "main", "settings_from_args"]
@@ -31,6 +31,7 @@ COMMANDS: dict[str, ModuleType] = {
     "index": index,
     "graph": graph,
     "merge": merge,
+    "report": report,
 }
 
 

@@ -14,18 +14,20 @@ from typing import Any
 from skitter.checklinks import CheckPolicy
 from skitter.cli.common import (
     add_common_flags,
+    add_status_flags,
     os_error_line,
     positive_float,
     regex,
     settings_from_args,
 )
-from skitter.cli.progress import Progress, run_crawler
+from skitter.cli.progress import run_watched
 from skitter.crawler import Crawler
 from skitter.errors import ConfigError, SkitterError, StateError
 from skitter.settings import (
     CrawlSettings,
 )
 from skitter.state import check_resume_compatible, load_state
+from skitter.status.session import END_FILES, StatusOptions, write_end_files
 
 log = logging.getLogger("skitter")
 
@@ -104,6 +106,7 @@ def add_parser(sub: Any) -> None:
     g.add_argument("--format", choices=FORMATS, help="report format, default: text")
     g.add_argument("--output", metavar="FILE", help="write the report to FILE (default: stdout)")
     add_common_flags(c)
+    add_status_flags(c)
 
 
 def _prepare_check_dir(out: Path, settings: CrawlSettings, cache_age_s: float) -> list[Any]:
@@ -126,21 +129,27 @@ def _prepare_check_dir(out: Path, settings: CrawlSettings, cache_age_s: float) -
         )
     seeds = [u for u in (canonicalize(s) for s in settings.seeds) if u is not None]
     cache = collect_cache(out, CheckPolicy(settings, seeds), cache_age_s, time.time())
-    for name in CHECK_FILES:
+    for name in (*CHECK_FILES, *END_FILES):
         (out / name).unlink(missing_ok=True)
     for warc in out.glob("*.warc.gz"):
         warc.unlink()
     return cache
 
 
-async def _check(settings: CrawlSettings, cache: list[Any]) -> tuple[bool, float]:
-    """Run the check's crawl; returns (interrupted, seconds)."""
-    progress = Progress(not settings.quiet and sys.stderr.isatty())
-    async with Crawler.from_settings(settings) as crawler:
+async def _check(
+    settings: CrawlSettings, cache: list[Any], status: StatusOptions, keep: bool
+) -> tuple[bool, float]:
+    """Run the check's crawl (observed: display, --status-port); returns (interrupted,
+    seconds). ``keep``: the folder is the user's (--out): metrics.prom and report.html too."""
+
+    def prepare(crawler: Crawler) -> None:
         if cache and isinstance(crawler.policy, CheckPolicy):
             crawler.policy.set_cache(cache, Path(settings.out_dir))
-        snap, interrupted = await run_crawler(crawler, progress)
-    return interrupted, snap.elapsed_s
+
+    r = await run_watched(settings, status, prepare)
+    if keep:
+        write_end_files(settings.out_dir, r.gauges)
+    return r.interrupted, r.snapshot.elapsed_s
 
 
 def run(args: argparse.Namespace) -> int:
@@ -183,7 +192,8 @@ def run(args: argparse.Namespace) -> int:
             )
             cache = _prepare_check_dir(out, settings, getattr(args, "cache_age", 86400.0))
         ScopeRule(settings.scope, [u for u in map(canonicalize, settings.seeds) if u])
-        interrupted, elapsed = asyncio.run(_check(settings, cache))
+        status = StatusOptions.from_args(args)
+        interrupted, elapsed = asyncio.run(_check(settings, cache, status, temp is None))
         if interrupted:
             if temp is None:
                 print(

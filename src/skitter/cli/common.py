@@ -371,3 +371,28 @@ def os_error_line(exc: OSError) -> str:
     when the error names none)."""
     name = getattr(exc, "filename", None)
     return f"skitter: error: {exc.strerror or exc}" + (f": {name}" if name else "")
+
+
+def tcp_port(text: str) -> int:
+    """A TCP port 0..65535 (0: the system picks a free one)."""
+    v = positive_int(text)
+    if v > 65535:
+        raise argparse.ArgumentTypeError(f"not a TCP port (0..65535): {text!r}")
+    return v
+
+
+def add_status_flags(c: argparse.ArgumentParser) -> None:
+    """``--status-port`` and ``--status-host`` (the live status page, :mod:`skitter.status`)."""
+    g = c.add_argument_group("status")
+    g.add_argument(
+        "--status-port",
+        type=tcp_port,
+        metavar="PORT",
+        help="serve a live status page, /metrics and /api/ on PORT while crawling "
+        "(0: a free port; the URL is printed and written to OUT/status.url)",
+    )
+    g.add_argument(
+        "--status-host",
+        metavar="ADDR",
+        help="address of the status server (default 127.0.0.1: this machine only)",
+    )

@@ -9,9 +9,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from skitter.cli.common import add_common_flags, os_error_line, processes, settings_from_args
+from skitter.cli.common import (
+    add_common_flags,
+    add_status_flags,
+    os_error_line,
+    processes,
+    settings_from_args,
+)
 from skitter.cli.focus_flags import add_focus_flags
-from skitter.cli.progress import Progress, run_crawler
+from skitter.cli.progress import Progress, run_crawler, run_watched
 from skitter.cli.quality_flags import add_quality_flags, quality_from_args
 from skitter.crawler import Crawler
 from skitter.errors import ConfigError, SkitterError
@@ -20,6 +26,11 @@ from skitter.settings import (
 )
 from skitter.state import check_resume_compatible, load_state
 from skitter.stats import StatsSnapshot
+from skitter.status.session import (
+    StatusOptions,
+    announce,
+    write_end_files,
+)
 
 
 def add_parser(sub: Any) -> None:
@@ -45,6 +56,7 @@ def add_parser(sub: Any) -> None:
     )
     out = add_common_flags(c)
     add_focus_flags(c)
+    add_status_flags(c)
     out.add_argument("--no-warc", action="store_true", help="do not write WARC files")
     out.add_argument(
         "--processes",
@@ -56,12 +68,10 @@ def add_parser(sub: Any) -> None:
     add_quality_flags(c)
 
 
-async def _crawl(settings: CrawlSettings) -> int:
-    progress = Progress(not settings.quiet and sys.stderr.isatty())
-    async with Crawler.from_settings(settings) as crawler:
-        snap, interrupted = await run_crawler(crawler, progress)
-        stop_reason = crawler.stop_reason
-    return _summary(settings, snap, stop_reason, interrupted)
+async def _crawl(settings: CrawlSettings, status: StatusOptions) -> int:
+    r = await run_watched(settings, status)
+    write_end_files(settings.out_dir, r.gauges)
+    return _summary(settings, r.snapshot, r.stop_reason, r.interrupted)
 
 
 async def _crawl_levels(settings: CrawlSettings) -> int:
@@ -127,35 +137,55 @@ def _summary(
     return 0
 
 
-def _crawl_processes(settings: CrawlSettings) -> int:
-    """``crawl`` with ``--processes`` > 1 (:mod:`skitter.processes`), progress on a TTY."""
+def _crawl_processes(settings: CrawlSettings, status: StatusOptions) -> int:
+    """``crawl`` with ``--processes`` > 1 (:mod:`skitter.processes`): the display on a TTY and
+    the status server follow the merged output (:class:`skitter.status.journal.JournalSource`)."""
     from skitter.processes import run_processes
+    from skitter.status.journal import JournalSource
+    from skitter.status.server import ServerThread, StatusServer
+    from skitter.status.terminal import RateMeter, render
 
+    p = settings.politeness
+    source = JournalSource(settings.out_dir, delay_s=p.delay_s, target=settings.max_pages)
+    show = not settings.quiet and sys.stderr.isatty()
+    thread: ServerThread | None = None
+    if status.port is not None:
+        thread = ServerThread(
+            StatusServer(source, status.host, status.port, title=str(settings.out_dir))
+        )
+        thread.start()
+        if not settings.quiet:
+            print(f"status: {thread.server.url}", file=sys.stderr)
     live: Any = None
-    on_status = None
-    if not settings.quiet and sys.stderr.isatty():
-        from rich.console import Console
-        from rich.live import Live
+    meter = RateMeter(window_s=30.0)
+    url_written = False
 
-        def on_status(t: dict[str, int]) -> None:
-            nonlocal live
-            if live is None:
-                live = Live("", console=Console(stderr=True), auto_refresh=False, transient=True)
-                live.start()
-            rate = t.get("records", 0) / max(t.get("elapsed_ms", 0) / 1000, 1e-9)
-            live.update(
-                f"pages {t.get('records', 0):,}  ok {t.get('ok', 0):,}  {rate:,.1f} pages/s  "
-                f"in flight {t.get('inflight', 0):,}  hosts {t.get('hosts', 0):,}  "
-                f"errors {t.get('errors', 0):,}  robots-blocked "
-                f"{t.get('robots_disallowed', 0):,}  ({settings.processes} processes)",
-                refresh=True,
-            )
+    def on_status(t: dict[str, int]) -> None:
+        nonlocal live, url_written
+        source.update(t)
+        if thread is not None and not url_written:  # the output folder is ready now
+            url_written = True
+            announce(thread.server, settings.out_dir, quiet=True)
+        if not show:
+            return
+        if live is None:
+            from rich.console import Console
+            from rich.live import Live
+
+            live = Live("", console=Console(stderr=True), auto_refresh=False, transient=True)
+            live.start()
+        tot = source.totals_now()
+        hosts = [] if tot.target else source.hosts()
+        live.update(render(tot, meter.add(tot.fetched), hosts), refresh=True)
 
     try:
         outcome = run_processes(settings, on_status=on_status)
     finally:
         if live is not None:
             live.stop()
+        source.finish()
+        if thread is not None:
+            thread.stop()
     if outcome.error is not None:
         print(f"skitter: error: {outcome.error}", file=sys.stderr)
         if outcome.exit_code == 2:
@@ -165,6 +195,7 @@ def _crawl_processes(settings: CrawlSettings) -> int:
             file=sys.stderr,
         )
         return 1
+    write_end_files(settings.out_dir, (0, 0, 0, 0) if outcome.stop_reason == "finished" else None)
     return _summary(settings, outcome.snapshot, outcome.stop_reason, outcome.interrupted)
 
 
@@ -213,13 +244,14 @@ def run(args: argparse.Namespace) -> int:
         from skitter.urls import canonicalize
 
         ScopeRule(settings.scope, [u for u in map(canonicalize, settings.seeds) if u])
+        status = StatusOptions.from_args(args)
         from skitter.offline.levels import is_levels_crawl
 
         if getattr(args, "levels", False) or (settings.resume and is_levels_crawl(args.out)):
             return asyncio.run(_crawl_levels(settings))
         if settings.processes > 1:
-            return _crawl_processes(settings)
-        return asyncio.run(_crawl(settings))
+            return _crawl_processes(settings, status)
+        return asyncio.run(_crawl(settings, status))
     except SkitterError as exc:
         print(f"skitter: error: {exc}", file=sys.stderr)
         return 2

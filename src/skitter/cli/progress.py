@@ -6,42 +6,56 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from skitter.crawler import Crawler
 from skitter.stats import StatsSnapshot
+from skitter.status.source import StatusSource
+
+if TYPE_CHECKING:
+    from skitter.settings import CrawlSettings
+    from skitter.status.session import StatusOptions
 
 
 class Progress:
-    """A one-line live display on a terminal (rich), refreshed twice a second, or nothing:
-    pages, ok, pages/s, queued, in flight, hosts, errors, robots-blocked."""
+    """The live display on a terminal (rich, :mod:`skitter.status.terminal`), refreshed about
+    twice a second from a status source, or nothing: a progress bar when the crawl's end is
+    known (``--max-pages``), else a panel with the headline figures and the five slowest and
+    most failing hosts. On stderr only."""
 
-    def __init__(self, enabled: bool) -> None:
+    def __init__(self, enabled: bool, source: StatusSource | None = None) -> None:
         self.enabled = enabled
+        self.source = source  # None: the crawler's own counters (CrawlerSource)
         self.live: Any = None
         self._task: asyncio.Task[None] | None = None
 
     def start(self, crawler: Crawler) -> None:
         if not self.enabled:
             return
+        if self.source is None:
+            from skitter.status.session import CrawlerSource
+
+            self.source = CrawlerSource(crawler)
         from rich.console import Console
         from rich.live import Live
 
-        self.live = Live("", console=Console(stderr=True), refresh_per_second=4, transient=True)
+        self.live = Live("", console=Console(stderr=True), auto_refresh=False, transient=True)
         self.live.start()
-        self._task = asyncio.get_running_loop().create_task(self._refresh(crawler))
+        self._task = asyncio.get_running_loop().create_task(self._refresh(self.source))
 
-    async def _refresh(self, crawler: Crawler) -> None:
+    async def _refresh(self, source: StatusSource) -> None:
+        from skitter.status.terminal import RateMeter, render
+
+        meter = RateMeter(window_s=30.0)
         while self.live is not None:
-            s = crawler.snapshot()
-            c = await crawler.components.frontier.counts()
+            t = await source.totals()
+            rate = meter.add(t.fetched)
+            view = render(t, rate, [] if t.target else source.hosts())
             if self.live is None:
                 break
-            self.live.update(
-                f"pages {s.records:,}  ok {s.ok:,}  {s.pages_per_s:,.1f} pages/s  "
-                f"queued {c.pending:,}  in flight {c.leased:,}  hosts {c.hosts:,}  "
-                f"errors {s.errors:,}  robots-blocked {s.robots_disallowed:,}"
-            )
+            self.live.update(view, refresh=True)
             await asyncio.sleep(0.5)
 
     def stop(self) -> None:
@@ -89,3 +103,54 @@ async def run_crawler(crawler: Crawler, progress: Progress) -> tuple[StatsSnapsh
             loop.remove_signal_handler(sig)
     stopped = crawler.report()["stop_reason"] in ("interrupted", "aborted")
     return snap, bool(signals) or (not crawler.finished and stopped)
+
+
+@dataclass(frozen=True, slots=True)
+class WatchedRun:
+    """How a watched crawl ended: its counters, whether a signal stopped it, its stop
+    reason, and the frontier gauges at the end (queued, leased, active hosts, in backoff)."""
+
+    snapshot: StatsSnapshot
+    interrupted: bool
+    stop_reason: str
+    gauges: tuple[int, int, int, int]
+
+
+async def run_watched(
+    settings: CrawlSettings,
+    status: StatusOptions,
+    prepare: Callable[[Crawler], None] | None = None,
+) -> WatchedRun:
+    """Run one crawl of ``settings`` in this process, observed (:mod:`skitter.status`): the
+    terminal display on a TTY (not with --quiet), the ``--status-port`` server (bound before
+    the output folder is touched, then announced). ``prepare`` is called on the entered
+    crawler before it runs.
+
+    Raises:
+        OSError: the status server cannot bind its address.
+    """
+    from skitter.events import CrawlHooks
+    from skitter.status.session import announce, bind_crawler, live_state_for, start_server
+
+    live = live_state_for(settings)
+    progress = Progress(not settings.quiet and sys.stderr.isatty(), live)
+    server = await start_server(live, status, str(settings.out_dir))
+    try:
+        async with Crawler.from_settings(settings, hooks=CrawlHooks(observer=live)) as crawler:
+            if prepare is not None:
+                prepare(crawler)
+            bind_crawler(live, crawler)
+            if server is not None:
+                announce(server, settings.out_dir, settings.quiet)
+            try:
+                snap, interrupted = await run_crawler(crawler, progress)
+            finally:
+                live.finish("finished" if crawler.stop_reason == "finished" else "stopped")
+            t = await live.totals()
+            stop_reason = crawler.stop_reason
+    finally:
+        if server is not None:
+            await server.stop()
+    return WatchedRun(
+        snap, interrupted, stop_reason, (t.queued, t.in_flight, t.hosts, t.hosts_in_backoff)
+    )

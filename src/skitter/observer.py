@@ -1,0 +1,157 @@
+"""The crawl observer port: what a crawl tells whoever watches it (the status page, the metrics,
+the terminal display), without a branch in the crawl loop for each of them.
+
+A crawl calls its observer (:attr:`skitter.events.CrawlHooks.observer`, a no-op
+:data:`NULL_OBSERVER` by default) when it writes a pages.jsonl record and when robots.txt decides
+on a URL; host scheduling (politeness gaps, backoffs) and newly queued URLs are seen by wrapping
+the frontier in :class:`ObservedFrontier`, which forwards every call unchanged.
+Observers must be quick and must not raise (they run on the crawl's event loop).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from skitter.frontier.base import AddResult, Frontier, FrontierCounts
+from skitter.models import Lease, Request
+
+if TYPE_CHECKING:
+    from skitter.export.pages import PageRecord
+
+__all__ = [
+    "NULL_OBSERVER",
+    "CrawlObserver",
+    "NullObserver",
+    "ObservedFrontier",
+    "observe_frontier",
+]
+
+
+class CrawlObserver(Protocol):
+    """Receives a crawl's events (all times in seconds, epoch as the crawl's clock)."""
+
+    def on_record(self, rec: PageRecord, host: str) -> None:
+        """A pages.jsonl record of ``host`` (a politeness host key) was written."""
+        ...
+
+    def on_robots(self, host: str, decision: str, crawl_delay_s: float | None) -> None:
+        """robots.txt decided on one URL of ``host``: ``allowed``, ``disallowed`` or
+        ``unreachable`` (RFC 9309 §2.3.1.4: disallow all); ``crawl_delay_s`` is the
+        Crawl-delay that applies (None: none)."""
+        ...
+
+    def on_schedule(self, host: str, not_before: float, retry: bool) -> None:
+        """``host`` may be requested again from ``not_before``; ``retry``: after a failure
+        (429/5xx, transport error, unreachable robots.txt) the request waits to be retried."""
+        ...
+
+    def on_queued(self, urls: frozenset[str]) -> None:
+        """These canonical URLs were newly queued."""
+        ...
+
+
+class NullObserver:
+    """An observer that ignores everything (the default)."""
+
+    def on_record(self, rec: PageRecord, host: str) -> None:
+        """Ignored."""
+
+    def on_robots(self, host: str, decision: str, crawl_delay_s: float | None) -> None:
+        """Ignored."""
+
+    def on_schedule(self, host: str, not_before: float, retry: bool) -> None:
+        """Ignored."""
+
+    def on_queued(self, urls: frozenset[str]) -> None:
+        """Ignored."""
+
+
+#: The shared no-op observer.
+NULL_OBSERVER = NullObserver()
+
+
+class ObservedFrontier:
+    """A :class:`~skitter.frontier.base.Frontier` that tells ``observer`` about queued URLs
+    (:meth:`add`) and host schedules (:meth:`ack`, :meth:`retry`, :meth:`delay_host`), and
+    otherwise forwards every call to ``inner`` unchanged (same results, same errors)."""
+
+    def __init__(self, inner: Frontier, observer: CrawlObserver) -> None:
+        self.inner = inner
+        self.observer = observer
+
+    async def add(self, requests: Sequence[Request], *, force: bool = False) -> AddResult:
+        """See :meth:`Frontier.add`."""
+        result = await self.inner.add(requests, force=force)
+        if result.added_urls:
+            self.observer.on_queued(result.added_urls)
+        return result
+
+    async def lease(self, now: float) -> Lease | None:
+        """See :meth:`Frontier.lease`."""
+        return await self.inner.lease(now)
+
+    async def ack(
+        self,
+        lease: Lease,
+        *,
+        not_before: float,
+        status: int | None = None,
+        etag: str | None = None,
+        last_modified: str | None = None,
+    ) -> None:
+        """See :meth:`Frontier.ack`."""
+        await self.inner.ack(
+            lease, not_before=not_before, status=status, etag=etag, last_modified=last_modified
+        )
+        self.observer.on_schedule(lease.host, not_before, False)
+
+    async def retry(self, lease: Lease, *, not_before: float, count_attempt: bool = True) -> None:
+        """See :meth:`Frontier.retry`."""
+        await self.inner.retry(lease, not_before=not_before, count_attempt=count_attempt)
+        self.observer.on_schedule(lease.host, not_before, count_attempt)
+
+    async def renew(self, lease: Lease, now: float) -> Lease:
+        """See :meth:`Frontier.renew`."""
+        return await self.inner.renew(lease, now)
+
+    async def delay_host(self, host: str, not_before: float) -> None:
+        """See :meth:`Frontier.delay_host`."""
+        await self.inner.delay_host(host, not_before)
+        self.observer.on_schedule(host, not_before, False)
+
+    async def next_ready_at(self) -> float | None:
+        """See :meth:`Frontier.next_ready_at`."""
+        return await self.inner.next_ready_at()
+
+    async def is_finished(self) -> bool:
+        """See :meth:`Frontier.is_finished`."""
+        return await self.inner.is_finished()
+
+    async def note_inlinks(self, links: Sequence[tuple[str, str]]) -> int:
+        """See :meth:`Frontier.note_inlinks`."""
+        return await self.inner.note_inlinks(links)
+
+    async def mark_done(self, urls: Sequence[str]) -> None:
+        """See :meth:`Frontier.mark_done`."""
+        await self.inner.mark_done(urls)
+
+    async def counts(self) -> FrontierCounts:
+        """See :meth:`Frontier.counts`."""
+        return await self.inner.counts()
+
+    async def flush(self) -> None:
+        """See :meth:`Frontier.flush`."""
+        await self.inner.flush()
+
+    async def aclose(self) -> None:
+        """See :meth:`Frontier.aclose`."""
+        await self.inner.aclose()
+
+
+def observe_frontier(frontier: Frontier, observer: CrawlObserver) -> Frontier:
+    """``frontier`` itself for the null observer (no overhead), else an
+    :class:`ObservedFrontier` around it."""
+    if isinstance(observer, NullObserver):
+        return frontier
+    return ObservedFrontier(frontier, observer)
