@@ -11,10 +11,11 @@ of a depth-0 page (scope, traps; depth 1) and written to links.tsv with kind ``s
 source the sitemap URL and the ``lastmod`` as anchor.
 
 Durability: the phase ends with a checkpoint, then ``sitemaps.json`` (the report block) is
-written; a resume finding it skips the phase. A resume of an interrupted phase reads the
-sitemaps again: the rows the cut phase already wrote to links.tsv (counted by the resume's
-replay) are not written again, their queued entries are queued again (the URL-seen test
-drops those the frontier kept), so links.tsv holds each row once and none is lost.
+written; a resume finding it skips the phase (one damaged by hand counts as missing). A
+resume of an interrupted phase reads the sitemaps again: the rows the cut phase already
+wrote to links.tsv (counted by the resume's replay) are not written again, their queued
+entries are queued again (the URL-seen test drops those the frontier kept), so links.tsv
+holds each row once and none is lost.
 With ``--processes``, each process reads the sitemaps of the seeds it owns (those their
 robots.txt lists are read by the seed's owner even on another process's host, as an
 index's children are) and the ``--sitemap`` URLs of its hosts; entries for other
@@ -24,11 +25,13 @@ processes' hosts are handed over like links.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from skitter.errors import StateError
 from skitter.export.links import format_rows, read_rows
 from skitter.models import Request
 from skitter.rules import Decision
@@ -42,6 +45,8 @@ if TYPE_CHECKING:
     from skitter.worker import Worker
 
 __all__ = ["read_sitemaps"]
+
+log = logging.getLogger("skitter")
 
 #: Entries decided and queued per batch.
 BATCH = 1000
@@ -59,8 +64,15 @@ async def read_sitemaps(
         return
     marker = ctx.out_dir / SITEMAPS_FILE
     if marker.exists():
-        ctx.sitemap_stats = read_json(marker)
-        return
+        try:
+            done = read_json(marker)
+        except StateError:
+            done = None
+        if isinstance(done, dict):
+            ctx.sitemap_stats = done
+            return
+        # damaged by hand (it is written atomically): the phase is safe to run again
+        log.warning("%s is damaged: reading the sitemaps again", marker)
     c = ctx.components
     peers = ctx.peers
     # a resume of a cut phase: the sitemap rows it wrote (no page precedes the phase)

@@ -254,6 +254,31 @@ async def test_processes_2_robots_sitemap_on_another_process_host_is_read(
     assert (report["read"], report["entries"]) == (1, 1)
 
 
+async def test_damaged_sitemaps_json_is_read_again_on_resume(site: Site, tmp_path: Path) -> None:
+    # sitemaps.json damaged by hand: the resume reads the sitemaps again (no traceback, no
+    # refusal) and links.tsv still holds each sitemap row once
+    site.route(A, "/robots.txt", text("User-agent: *\nSitemap: /sm.xml\n"))
+    site.route(A, "/sm.xml", text(urlset("/s1", "/s2"), content_type="application/xml"))
+    site.route(A, "/", links_page())
+    site.fallback(A, links_page())
+    out = tmp_path / "out"
+    args = ("--processes", "1", "--max-pages", "2")
+    proc = await asyncio.create_subprocess_exec(*_cli(site, out, site.url(A, "/"), *args), cwd=REPO)
+    assert await proc.wait() == 0
+    first = json.loads((out / "sitemaps.json").read_text())
+    for damage in ("{bad", "[1, 2]"):
+        (out / "sitemaps.json").write_text(damage)
+        proc = await asyncio.create_subprocess_exec(
+            *_cli(site, out, "--resume", "--max-pages", "3"), cwd=REPO
+        )
+        assert await proc.wait() == 0, damage
+        assert json.loads((out / "sitemaps.json").read_text()) == first
+        assert json.loads((out / "report.json").read_text())["sitemaps"] == first
+    rows = [line.split("\t") for line in (out / "links.tsv").read_text().splitlines()[1:]]
+    sm = sorted((r[1], r[6]) for r in rows if r[4] == "sitemap")
+    assert sm == [(site.url(A, "/s1"), "queued"), (site.url(A, "/s2"), "queued")]
+
+
 @pytest.mark.slow
 async def test_processes_2_dedup_sitemaps_inlinks(site: Site, tmp_path: Path) -> None:
     served: list[str] = []
