@@ -53,11 +53,16 @@ BATCH = 1000
 
 
 async def read_sitemaps(
-    ctx: CrawlContext, worker: Worker, checkpoint: Callable[[], Awaitable[None]]
+    ctx: CrawlContext,
+    worker: Worker,
+    checkpoint: Callable[[], Awaitable[None]],
+    stopping: Callable[[], bool] = lambda: False,
 ) -> None:
     """The sitemap phase (see the module doc); ``checkpoint`` commits the crawl state.
 
-    Sets ``ctx.sitemap_stats`` (the report.json ``sitemaps`` block).
+    Sets ``ctx.sitemap_stats`` (the report.json ``sitemaps`` block). Once ``stopping()``
+    (Ctrl-C) no further sitemap is fetched and the phase ends unfinished (no
+    ``sitemaps.json``: a resume reads the sitemaps again).
     """
     q = ctx.quality
     if q.sitemaps == "off" and not q.sitemap_urls:
@@ -117,7 +122,7 @@ async def read_sitemaps(
         return await worker.fetch_aside(url, q.max_sitemap_bytes)
 
     # one reader: the graph (each sitemap read once) and the counters are shared
-    reader = SitemapReader(q, fetch, allowed, c.scope.in_scope)
+    reader = SitemapReader(q, fetch, allowed, c.scope.in_scope, stopping=stopping)
 
     async def walk(host_roots: list[str]) -> None:
         async with slots:
@@ -132,6 +137,8 @@ async def read_sitemaps(
 
     await asyncio.gather(*(walk(rs) for rs in by_host.values()))
     ctx.sitemap_stats = {"mode": q.sitemaps, **reader.stats.as_dict()}
+    if stopping():
+        return  # unfinished: the crawl's last checkpoint keeps the rows written so far
     await checkpoint()
     atomic_write_json(marker, ctx.sitemap_stats)
 

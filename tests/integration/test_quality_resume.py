@@ -279,6 +279,53 @@ async def test_damaged_sitemaps_json_is_read_again_on_resume(site: Site, tmp_pat
     assert sm == [(site.url(A, "/s1"), "queued"), (site.url(A, "/s2"), "queued")]
 
 
+async def test_ctrl_c_mid_sitemaps_stops_without_reading_the_rest(
+    site: Site, tmp_path: Path
+) -> None:
+    # Ctrl-C while a sitemap is in flight: that fetch finishes, no further sitemap is
+    # fetched (was: the whole phase, politeness delays included), exit 130; the resume reads
+    # them and writes each row once
+    started = asyncio.Event()
+    gate = asyncio.Event()
+
+    async def held(request: web.Request) -> web.StreamResponse:
+        started.set()
+        await asyncio.wait_for(gate.wait(), 60)
+        return web.Response(body=urlset("/m0").encode(), content_type="application/xml")
+
+    maps = "".join(f"<sitemap><loc>/m{k}.xml</loc></sitemap>" for k in range(5))
+    site.route(A, "/robots.txt", text("User-agent: *\nSitemap: /index.xml\n"))
+    site.route(
+        A, "/index.xml", text(f"<sitemapindex>{maps}</sitemapindex>", content_type="text/xml")
+    )
+    site.route(A, "/m0.xml", held)
+    for k in range(1, 5):
+        site.route(A, f"/m{k}.xml", text(urlset(f"/e{k}"), content_type="application/xml"))
+    site.route(A, "/", links_page())
+    site.fallback(A, links_page())
+    out = tmp_path / "out"
+    proc = await asyncio.create_subprocess_exec(
+        *_cli(site, out, site.url(A, "/"), "--processes", "1"),
+        cwd=REPO,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    await asyncio.wait_for(started.wait(), 30)
+    proc.send_signal(signal.SIGINT)
+    line = await asyncio.wait_for(proc.stderr.readline(), 30)  # the stop is seen...
+    assert line.startswith(b"stopping:"), line
+    gate.set()  # ... before the fetch in flight ends
+    await asyncio.wait_for(proc.stderr.read(), 60)
+    assert await asyncio.wait_for(proc.wait(), 60) == 130
+    assert not any(h.path_qs.startswith(("/m1", "/m2", "/m3", "/m4")) for h in site.hits)
+    assert not (out / "sitemaps.json").exists()
+    proc = await asyncio.create_subprocess_exec(*_cli(site, out, "--resume"), cwd=REPO)
+    assert await asyncio.wait_for(proc.wait(), 60) == 0
+    rows = [line.split("\t") for line in (out / "links.tsv").read_text().splitlines()[1:]]
+    sm = sorted(r[1] for r in rows if r[4] == "sitemap")
+    assert sm == sorted(site.url(A, p) for p in ("/m0", "/e1", "/e2", "/e3", "/e4"))
+
+
 @pytest.mark.slow
 async def test_processes_2_dedup_sitemaps_inlinks(site: Site, tmp_path: Path) -> None:
     served: list[str] = []
