@@ -295,7 +295,7 @@ class Crawler:
         if ctx.recrawl is not None:  # every previous page is asked again
             prev = [p for p in ctx.recrawl.revisits() if not peers.is_foreign(p.url)]
             await ctx.add([Request(url=p.url, depth=p.depth) for p in prev])
-        await read_sitemaps(ctx, worker, self._checkpoint)
+        await read_sitemaps(ctx, worker, self._checkpoint, lambda: self._stopping)
         limit = self.limit
         max_pages = self.settings.max_pages
         max_time = self.settings.max_time_s

@@ -63,6 +63,8 @@ class Recrawl:
         captures: ``WARC-Target-URI`` -> (``WARC-Date``, ``WARC-Record-ID``) of its response
             records (the last one of each URI).
         links: its links.tsv rows by source URL.
+        path: the folder it was read from (``--since PREV`` as given; the stored
+            ``settings.out_dir`` is where it was written, which may have moved since).
     """
 
     def __init__(
@@ -71,8 +73,10 @@ class Recrawl:
         pages: dict[str, PreviousPage],
         captures: dict[str, tuple[str, str]],
         links: dict[str, list[LinkRow]],
+        path: str | None = None,
     ) -> None:
         self.settings = settings
+        self.path = settings.out_dir if path is None else path
         self.pages = pages
         self.captures = captures
         self.links = links
@@ -153,7 +157,7 @@ class Recrawl:
     def report(self) -> dict[str, Any]:
         """The report.json ``recrawl`` block."""
         return {
-            "since": self.settings.out_dir,
+            "since": self.path,
             "unchanged": self.counts.get("unchanged", 0),
             "changed": self.counts.get("changed", 0),
             "gone": self.counts.get("gone", 0),
@@ -183,7 +187,11 @@ def _read_captures(out_dir: Path) -> dict[str, tuple[str, str]]:
     from fastwarc.warc import ArchiveIterator, WarcRecordType
 
     captures: dict[str, tuple[str, str]] = {}
-    files = sorted(out_dir.glob("*.warc.gz")) + sorted(out_dir.glob("shards/*/*.warc.gz"))
+    files = [  # a crawl's, a --processes crawl's shards', a --levels crawl's levels'
+        *sorted(out_dir.glob("*.warc.gz")),
+        *sorted(out_dir.glob("shards/*/*.warc.gz")),
+        *sorted(out_dir.glob("levels/*/*.warc.gz")),
+    ]
     for path in files:
         with open(path, "rb") as f:
             for rec in ArchiveIterator(f, record_types=WarcRecordType.response, parse_http=False):
@@ -203,12 +211,16 @@ def load_previous(path: str | os.PathLike[str], *, warc: bool = True) -> Recrawl
     WARC files' response record headers unless ``warc`` is False: a quick validation).
 
     Raises:
-        StateError: no crawl there, another format version, or damaged files (one line).
+        StateError: no crawl there (a check-links or fetch folder included), another format
+            version, or damaged files (one line).
     """
     out = Path(path)
     if not (out / STATE_FILE).exists():
         raise StateError(f"--since {out}: no crawl there (state.json missing)")
     settings = load_state(out)
+    if settings.check_links or not settings.extract_links:  # its settings would be inherited
+        what = "skitter check-links" if settings.check_links else "skitter fetch"
+        raise StateError(f"--since {out}: written by {what}, not by a crawl")
     pages_path = out / PAGES_FILE
     if not pages_path.exists():
         raise StateError(f"--since {out}: no {PAGES_FILE} (not a crawl folder)")
@@ -242,4 +254,4 @@ def load_previous(path: str | os.PathLike[str], *, warc: bool = True) -> Recrawl
         raise StateError(f"--since {out} is damaged: {exc}") from None
     except Exception as exc:  # a WARC reader error on a damaged file
         raise StateError(f"--since {out} is damaged: {type(exc).__name__}: {exc}") from None
-    return Recrawl(settings, pages, captures, dict(links))
+    return Recrawl(settings, pages, captures, dict(links), os.fspath(path))

@@ -32,7 +32,9 @@ import os
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
-__all__ = ["MANIFEST", "MAX_NAME_BYTES", "TMP_DIR", "FileSaver", "safe_relpath"]
+from skitter.errors import ConfigError
+
+__all__ = ["MANIFEST", "MAX_NAME_BYTES", "TMP_DIR", "FileSaver", "check_root", "safe_relpath"]
 
 log = logging.getLogger("skitter")
 
@@ -240,3 +242,18 @@ class FileSaver:
     def close(self) -> None:
         """Close the manifest."""
         self._manifest.close()
+
+
+def check_root(root: str | os.PathLike[str]) -> None:
+    """Make sure ``--save-files`` DIR is usable before a crawl starts: it is created (with
+    its parents) if missing and its manifest opened for appending, as the saver will.
+
+    Raises:
+        ConfigError: DIR cannot be created or written (one line naming the flag).
+    """
+    try:
+        FileSaver(root).close()
+    except OSError as exc:
+        raise ConfigError(
+            f"--save-files {os.fspath(root)}: cannot write there: {exc.strerror or exc}"
+        ) from None

@@ -33,6 +33,7 @@ from skitter.export.pages import PageRecord, iso_utc
 from skitter.frontier.routing import RoutingFrontier
 from skitter.peers import LoopControl, Peers
 from skitter.sharding import Handoff, Meta, ShardLink
+from skitter.stats import NOT_ERRORS
 from skitter.urls import host_key
 
 if TYPE_CHECKING:
@@ -266,7 +267,7 @@ class ShardPeers(Peers):
         counters = {
             "records": s.records,
             "ok": s.ok,
-            "errors": sum(s.by_error.values()),
+            "errors": sum(n for k, n in s.by_error.items() if k not in NOT_ERRORS),
             "robots_disallowed": s.robots_disallowed,
             "inflight": loop.inflight,
             "queued": queued,

@@ -11,25 +11,33 @@ of a depth-0 page (scope, traps; depth 1) and written to links.tsv with kind ``s
 source the sitemap URL and the ``lastmod`` as anchor.
 
 Durability: the phase ends with a checkpoint, then ``sitemaps.json`` (the report block) is
-written; a resume finding it skips the phase. A resume of an interrupted phase reads the
-sitemaps again: entries already queued are then ``seen`` (their rows appear twice), none is
-lost. With ``--processes``, each process reads the sitemaps of the seeds it owns; entries for
-other processes' hosts are handed over like links.
+written; a resume finding it skips the phase (one damaged by hand counts as missing). A
+resume of an interrupted phase reads the sitemaps again: the rows the cut phase already
+wrote to links.tsv (counted by the resume's replay) are not written again, their queued
+entries are queued again (the URL-seen test drops those the frontier kept), so links.tsv
+holds each row once and none is lost.
+With ``--processes``, each process reads the sitemaps of the seeds it owns (those their
+robots.txt lists are read by the seed's owner even on another process's host, as an
+index's children are) and the ``--sitemap`` URLs of its hosts; entries for other
+processes' hosts are handed over like links.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from skitter.export.links import format_rows
+from skitter.errors import StateError
+from skitter.export.links import format_rows, read_rows
 from skitter.models import Request
 from skitter.rules import Decision
 from skitter.sitemap_reader import SitemapReader, sitemap_roots
 from skitter.sitemaps import SitemapEntry, SitemapStats
-from skitter.state import SITEMAPS_FILE, atomic_write_json, read_json
+from skitter.state import LINKS_FILE, SITEMAPS_FILE, atomic_write_json, read_json
 from skitter.urls import canonicalize, host_key, origin
 
 if TYPE_CHECKING:
@@ -38,26 +46,47 @@ if TYPE_CHECKING:
 
 __all__ = ["read_sitemaps"]
 
+log = logging.getLogger("skitter")
+
 #: Entries decided and queued per batch.
 BATCH = 1000
 
 
 async def read_sitemaps(
-    ctx: CrawlContext, worker: Worker, checkpoint: Callable[[], Awaitable[None]]
+    ctx: CrawlContext,
+    worker: Worker,
+    checkpoint: Callable[[], Awaitable[None]],
+    stopping: Callable[[], bool] = lambda: False,
 ) -> None:
     """The sitemap phase (see the module doc); ``checkpoint`` commits the crawl state.
 
-    Sets ``ctx.sitemap_stats`` (the report.json ``sitemaps`` block).
+    Sets ``ctx.sitemap_stats`` (the report.json ``sitemaps`` block). Once ``stopping()``
+    (Ctrl-C) no further sitemap is fetched and the phase ends unfinished (no
+    ``sitemaps.json``: a resume reads the sitemaps again).
     """
     q = ctx.quality
     if q.sitemaps == "off" and not q.sitemap_urls:
         return
     marker = ctx.out_dir / SITEMAPS_FILE
     if marker.exists():
-        ctx.sitemap_stats = read_json(marker)
-        return
+        try:
+            done = read_json(marker)
+        except StateError:
+            done = None
+        if isinstance(done, dict):
+            ctx.sitemap_stats = done
+            return
+        # damaged by hand (it is written atomically): the phase is safe to run again
+        log.warning("%s is damaged: reading the sitemaps again", marker)
     c = ctx.components
     peers = ctx.peers
+    # a resume of a cut phase: the sitemap rows it wrote (no page precedes the phase)
+    written: dict[tuple[str, str], list[str]] = {}
+    links_path = ctx.out_dir / LINKS_FILE
+    if links_path.exists():
+        for row in read_rows(links_path):
+            if row.kind == "sitemap":
+                written.setdefault((row.source, row.target), []).append(row.decision)
     origins: list[str] = []
     for s in ctx.settings.seeds:
         url = canonicalize(s)
@@ -75,9 +104,10 @@ async def read_sitemaps(
 
     if q.sitemaps != "off" and not ctx.settings.politeness.ignore_robots:
         await asyncio.gather(*(robots_of(org) for org in origins))
-    roots = sitemap_roots(q, origins, lambda org: found.get(org, []))
-    # sharded: a --sitemap URL is read by the owner of its host
-    roots = [r for r in roots if not peers.is_foreign(canonicalize(r) or r)]
+    # sharded: a robots.txt Sitemap line is read by the seed's owner, whatever its host (as
+    # an index's children are; no other process sees it), a --sitemap URL by its host's owner
+    roots = sitemap_roots(replace(q, sitemap_urls=()), origins, lambda org: found.get(org, []))
+    roots += [u for u in q.sitemap_urls if not peers.is_foreign(canonicalize(u) or u)]
     by_host: dict[str, list[str]] = {}
     for r in roots:
         canon = canonicalize(r)
@@ -92,7 +122,7 @@ async def read_sitemaps(
         return await worker.fetch_aside(url, q.max_sitemap_bytes)
 
     # one reader: the graph (each sitemap read once) and the counters are shared
-    reader = SitemapReader(q, fetch, allowed, c.scope.in_scope)
+    reader = SitemapReader(q, fetch, allowed, c.scope.in_scope, stopping=stopping)
 
     async def walk(host_roots: list[str]) -> None:
         async with slots:
@@ -100,13 +130,15 @@ async def read_sitemaps(
             async for sm_url, entry in reader.read(host_roots):
                 batch.append((sm_url, entry))
                 if len(batch) >= BATCH:
-                    await _queue_entries(ctx, batch, reader.stats, allowed)
+                    await _queue_entries(ctx, batch, reader.stats, allowed, written)
                     batch = []
             if batch:
-                await _queue_entries(ctx, batch, reader.stats, allowed)
+                await _queue_entries(ctx, batch, reader.stats, allowed, written)
 
     await asyncio.gather(*(walk(rs) for rs in by_host.values()))
     ctx.sitemap_stats = {"mode": q.sitemaps, **reader.stats.as_dict()}
+    if stopping():
+        return  # unfinished: the crawl's last checkpoint keeps the rows written so far
     await checkpoint()
     atomic_write_json(marker, ctx.sitemap_stats)
 
@@ -116,13 +148,19 @@ async def _queue_entries(
     batch: list[tuple[str, SitemapEntry]],
     stats: SitemapStats,
     allowed: Callable[[str], Awaitable[bool]],
+    written: dict[tuple[str, str], list[str]],
 ) -> None:
-    """Decide sitemap entries like links of a seed page and queue them (depth 1)."""
+    """Decide sitemap entries like links of a seed page and queue them (depth 1).
+
+    ``written``: (sitemap URL, target) -> decisions of the rows already in links.tsv from a
+    cut run of the phase; each matching entry uses one up, is not written again and, if that
+    row was queued, is queued again (no trap budget: the resume replayed its row)."""
     c = ctx.components
     is_foreign = ctx.peers.is_foreign
     fields: list[list[Any]] = []
     pending: dict[str, int] = {}
     to_add: list[Request] = []
+    again: list[Request] = []
     for i, (sm_url, entry) in enumerate(batch):
         decision, canon = c.scope.decide(
             entry.url, depth=1, nofollow=False, index=i, is_seed_page=False
@@ -130,9 +168,16 @@ async def _queue_entries(
         dec = decision.value
         if decision is Decision.SCOPE:
             stats.out_of_scope += 1
-        if decision is Decision.QUEUED and canon is not None:
-            if not is_foreign(canon) and not await allowed(canon):
-                stats.robots_disallowed += 1  # queued anyway: the fetch records it
+        queued = canon if decision is Decision.QUEUED else None
+        if queued is not None and not is_foreign(queued) and not await allowed(queued):
+            stats.robots_disallowed += 1  # queued anyway: the fetch records it
+        key = (sm_url, canon if canon is not None else entry.url)
+        if written.get(key):
+            if written[key].pop(0) == Decision.QUEUED.value and queued is not None:
+                again.append(Request(url=queued, depth=1, referer=sm_url))
+            continue
+        if queued is not None:
+            canon = queued
             if canon in pending:
                 dec = Decision.SEEN.value
             elif not is_foreign(canon) and (trap := ctx.traps.admit(canon)) is not None:
@@ -142,6 +187,8 @@ async def _queue_entries(
                 to_add.append(Request(url=canon, depth=1, referer=sm_url))
         target = canon if canon is not None else entry.url
         fields.append([sm_url, target, "", entry.lastmod or "", "sitemap", False, dec])
+    if again:
+        await ctx.add(again)
     if to_add:
         added = await ctx.add(to_add)
         for canon, idx in pending.items():

@@ -35,7 +35,9 @@ def sitemap_roots(
     seed_origins: Iterable[str],
     robots_sitemaps: Callable[[str], Sequence[tuple[str, str]]],
 ) -> list[str]:
-    """The root sitemap URLs of a crawl, in order, not deduplicated (the graph does that).
+    """The root sitemap URLs of a crawl, in order, not deduplicated (the graph does that):
+    the seed origins' robots.txt ``Sitemap`` values (and ``/sitemap.xml`` with ``also``)
+    unless ``sitemaps`` is ``off``, then the ``--sitemap`` URLs (read whatever the mode).
 
     Args:
         settings: ``sitemaps`` mode and ``sitemap_urls``.
@@ -43,10 +45,8 @@ def sitemap_roots(
         robots_sitemaps: for an origin, its robots.txt ``Sitemap`` values with the URL the
             robots.txt was read from: ``[(value, robots_url), ...]``.
     """
-    if settings.sitemaps == "off":
-        return []
     roots: list[str] = []
-    for org in seed_origins:
+    for org in seed_origins if settings.sitemaps != "off" else ():
         for value, robots_url in robots_sitemaps(org):
             joined = urls.join(robots_url, value.strip())
             if joined is not None:
@@ -67,6 +67,7 @@ class SitemapReader:
         in_scope: whether a sitemap URL (canonical) may be read at all (the crawl's scope);
             others are dropped and counted in ``out_of_scope``.
         max_files: sitemap files read at most.
+        stopping: true once the crawl is stopping (Ctrl-C): no further sitemap is fetched.
     """
 
     def __init__(
@@ -76,8 +77,10 @@ class SitemapReader:
         allowed: AllowedFn,
         in_scope: Callable[[str], bool] = lambda url: True,
         max_files: int = 10_000,
+        stopping: Callable[[], bool] = lambda: False,
     ) -> None:
         self.settings = settings
+        self._stopping = stopping
         self._fetch = fetch
         self._allowed = allowed
         self._in_scope = in_scope
@@ -86,11 +89,12 @@ class SitemapReader:
 
     async def read(self, roots: Iterable[str]) -> AsyncIterator[tuple[str, SitemapEntry]]:
         """Yield ``(sitemap_url, entry)`` for every page URL listed, sitemap by sitemap
-        (``sitemap_url``: where it was read, after redirects). Never raises for bad input."""
+        (``sitemap_url``: where it was read, after redirects); ends early, without fetching
+        another sitemap, once ``stopping()``. Never raises for bad input."""
         todo: deque[tuple[str, int]] = deque()
         for root in roots:
             self._push(todo, root, 0)
-        while todo:
+        while todo and not self._stopping():
             url, level = todo.popleft()
             final, resp = await self._get(url)
             if resp is None or final is None:

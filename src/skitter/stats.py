@@ -10,7 +10,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Stats", "StatsSnapshot"]
+__all__ = ["NOT_ERRORS", "Stats", "StatsSnapshot"]
+
+#: pages.jsonl ``error`` values that are decisions, not failures (``rejected_type``: a
+#: file-type flag, :mod:`skitter.typefocus`): listed in ``by_error``, never counted as errors.
+NOT_ERRORS = frozenset({"rejected_type"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +57,7 @@ class StatsSnapshot:
     def errors(self) -> int:
         """Records that ended with a transport error (no HTTP response); a decision
         recorded as an error (``rejected_type``, :mod:`skitter.typefocus`) is not one."""
-        return sum(n for k, n in self.by_error.items() if k != "rejected_type")
+        return sum(n for k, n in self.by_error.items() if k not in NOT_ERRORS)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (the ``totals`` part of report.json)."""
@@ -119,7 +123,8 @@ class Stats:
                 h["ok"] += 1
         if error is not None:
             self.by_error[error] += 1
-            h["errors"] += 1
+            if error not in NOT_ERRORS:
+                h["errors"] += 1
 
     def count_decisions(self, decisions: Counter[str]) -> None:
         """Add a page's links.tsv decision counts."""

@@ -6,7 +6,9 @@ The rules follow wget's ``-A``/``-R`` accept and reject lists, in two kinds:
   media type (RFC 9110 §8.3.1, parameters ignored, case-insensitive); a pattern is a type
   (``application/pdf``), a family (``image/*``) or ``*/*``;
 - **extensions** (``--accept-ext`` / ``--reject-ext``) match the last segment of the URL
-  path (percent-decoded, case-insensitive; ``/a/b.PDF`` has extension ``pdf``).
+  path (percent-decoded, case-insensitive; ``/a/b.PDF`` has extension ``pdf``); a
+  multi-part one matches as a suffix, as wget's ``-A tar.gz`` (``/x.tar.gz`` has both
+  ``tar.gz`` and ``gz``).
 
 A 2xx response gets one :class:`Verdict` as soon as its headers arrive:
 
@@ -51,6 +53,7 @@ __all__ = [
     "focus_port",
     "merged_sections",
     "path_extension",
+    "path_extensions",
     "type_matches",
 ]
 
@@ -75,6 +78,20 @@ class Verdict(StrEnum):
     ACCEPT = "accept"
     FOLLOW = "follow"
     REJECT = "reject"
+
+
+def path_extensions(url: str) -> frozenset[str]:
+    """Every dotted suffix of ``url``'s last path segment, lower-cased (wget ``-A`` matches
+    suffixes): ``http://h/x.Tar.GZ`` → ``{"tar.gz", "gz"}``; ``http://h/.profile`` → ``{}``."""
+    ext = path_extension(url)
+    if not ext:
+        return frozenset()
+    try:
+        last = unquote(urlsplit(url).path.rsplit("/", 1)[-1]).lower()
+    except ValueError:
+        return frozenset({ext})
+    parts = last.split(".")
+    return frozenset(".".join(parts[i:]) for i in range(1, len(parts)) if "".join(parts[:i]))
 
 
 def path_extension(url: str) -> str:
@@ -171,10 +188,12 @@ class TypeRules:
     def link_allowed(self, url: str) -> bool:
         """May a discovered link to ``url`` be queued (its extension is not rejected, and,
         with accepted extensions, is one of them or a page extension)?"""
-        ext = path_extension(url)
-        if ext in self.reject_exts:
+        exts = path_extensions(url)
+        if exts & self.reject_exts:
             return False
-        return not self.accept_exts or ext in self.accept_exts or ext in PAGE_EXTENSIONS
+        if not self.accept_exts or exts & self.accept_exts:
+            return True
+        return path_extension(url) in PAGE_EXTENSIONS
 
     def verdict(self, url: str, status: int, content_type: str | None) -> Verdict:
         """The verdict on a response to ``url`` from its status and ``Content-Type``."""
@@ -184,8 +203,10 @@ class TypeRules:
         html = mime in _HTML_TYPES
         if type_matches(mime, self.reject_types):
             return Verdict.REJECT
-        ext = path_extension(url)
-        ext_ok = (not self.accept_exts or ext in self.accept_exts) and ext not in self.reject_exts
+        exts = path_extensions(url)
+        ext_ok = (not self.accept_exts or bool(exts & self.accept_exts)) and not (
+            exts & self.reject_exts
+        )
         type_ok = not self.accept_types or type_matches(mime, self.accept_types)
         if ext_ok and type_ok:
             return Verdict.ACCEPT

@@ -174,6 +174,158 @@ async def test_kill_9_mid_sitemaps_then_resume(site: Site, tmp_path: Path) -> No
     _warc_check(out)
 
 
+async def test_kill_9_after_sitemap_rows_written_then_resume_writes_each_row_once(
+    site: Site, tmp_path: Path
+) -> None:
+    # the phase is killed after it wrote a batch of rows: the resumed phase reads the
+    # sitemaps again but writes each (sitemap, entry) row once, with its first decision
+    big = 1200  # more than one batch of rows (sitemap_phase.BATCH)
+    gate = asyncio.Event()
+
+    async def held(request: web.Request) -> web.StreamResponse:
+        await asyncio.wait_for(gate.wait(), 60)
+        return web.Response(body=urlset("/h0", "/h1").encode(), content_type="application/xml")
+
+    site.route(A, "/robots.txt", text("User-agent: *\nSitemap: /index.xml\n"))
+    items = "<sitemap><loc>/big.xml</loc></sitemap><sitemap><loc>/held.xml</loc></sitemap>"
+    site.route(
+        A, "/index.xml", text(f"<sitemapindex>{items}</sitemapindex>", content_type="text/xml")
+    )
+    site.route(
+        A, "/big.xml", text(urlset(*[f"/e{j}" for j in range(big)]), content_type="application/xml")
+    )
+    site.route(A, "/held.xml", held)
+    site.route(A, "/", links_page())
+    site.fallback(A, links_page())
+    out = tmp_path / "out"
+    args = ("--processes", "1", "--max-pages", "3")
+    proc = await asyncio.create_subprocess_exec(*_cli(site, out, site.url(A, "/"), *args), cwd=REPO)
+    links = out / "links.tsv"
+    for _ in range(3000):  # bounded: 30 s
+        if links.exists() and links.read_bytes().count(b"\tsitemap\t") >= 1000:
+            break
+        await asyncio.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    assert await proc.wait() == -signal.SIGKILL
+    assert not (out / "sitemaps.json").exists()
+    gate.set()
+    proc = await asyncio.create_subprocess_exec(*_cli(site, out, "--resume"), cwd=REPO)
+    assert await proc.wait() == 0
+    rows = [line.split("\t") for line in links.read_text().splitlines()[1:]]
+    sm = Counter((r[0], r[1]) for r in rows if r[4] == "sitemap")
+    assert len(sm) == big + 2 and set(sm.values()) == {1}
+    queued = [r for r in rows if r[4] == "sitemap" and r[6] == "queued"]
+    assert len(queued) == big + 2
+    report = json.loads((out / "report.json").read_text())
+    assert report["sitemaps"]["entries"] == big + 2
+    assert report["totals"]["by_decision"].get("seen", 0) == sum(r[6] == "seen" for r in rows)
+
+
+async def test_processes_2_robots_sitemap_on_another_process_host_is_read(
+    site: Site, tmp_path: Path
+) -> None:
+    # the seed's robots.txt lists a sitemap on a host another process owns: it is read (by
+    # the seed's owner, the only one that sees that line) as with one process
+    from skitter.sharding import shard_of_url
+
+    owner = shard_of_url(site.url(A, "/"), 2)
+    x = next(
+        h
+        for h in (f"s{i}.example.test" for i in range(64))
+        if shard_of_url(f"http://{h}:{site.port}/", 2) != owner
+    )
+    site.route(A, "/robots.txt", text(f"User-agent: *\nSitemap: http://{x}:{site.port}/sm.xml\n"))
+    site.route(x, "/sm.xml", text(urlset("/only-in-sitemap"), content_type="application/xml"))
+    site.route(A, "/", links_page())
+    site.fallback(x, links_page())
+    out = tmp_path / "out"
+    args = [
+        *("crawl", site.url(A, "/"), "--out", str(out), "--scope", "domain", "--processes", "2"),
+        *("--resolve", f"{A}:{site.port}:127.0.0.1", "--resolve", f"{x}:{site.port}:127.0.0.1"),
+        *("--resolve-only", "--quiet", "--delay", "0"),
+    ]
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "skitter", *args, cwd=REPO)
+    assert await asyncio.wait_for(proc.wait(), 60) == 0
+    assert {r["url"] for r in _records(out)} == {
+        site.url(A, "/"),
+        f"http://{x}:{site.port}/only-in-sitemap",
+    }
+    report = json.loads((out / "report.json").read_text())["sitemaps"]
+    assert (report["read"], report["entries"]) == (1, 1)
+
+
+async def test_damaged_sitemaps_json_is_read_again_on_resume(site: Site, tmp_path: Path) -> None:
+    # sitemaps.json damaged by hand: the resume reads the sitemaps again (no traceback, no
+    # refusal) and links.tsv still holds each sitemap row once
+    site.route(A, "/robots.txt", text("User-agent: *\nSitemap: /sm.xml\n"))
+    site.route(A, "/sm.xml", text(urlset("/s1", "/s2"), content_type="application/xml"))
+    site.route(A, "/", links_page())
+    site.fallback(A, links_page())
+    out = tmp_path / "out"
+    args = ("--processes", "1", "--max-pages", "2")
+    proc = await asyncio.create_subprocess_exec(*_cli(site, out, site.url(A, "/"), *args), cwd=REPO)
+    assert await proc.wait() == 0
+    first = json.loads((out / "sitemaps.json").read_text())
+    for damage in ("{bad", "[1, 2]"):
+        (out / "sitemaps.json").write_text(damage)
+        proc = await asyncio.create_subprocess_exec(
+            *_cli(site, out, "--resume", "--max-pages", "3"), cwd=REPO
+        )
+        assert await proc.wait() == 0, damage
+        assert json.loads((out / "sitemaps.json").read_text()) == first
+        assert json.loads((out / "report.json").read_text())["sitemaps"] == first
+    rows = [line.split("\t") for line in (out / "links.tsv").read_text().splitlines()[1:]]
+    sm = sorted((r[1], r[6]) for r in rows if r[4] == "sitemap")
+    assert sm == [(site.url(A, "/s1"), "queued"), (site.url(A, "/s2"), "queued")]
+
+
+async def test_ctrl_c_mid_sitemaps_stops_without_reading_the_rest(
+    site: Site, tmp_path: Path
+) -> None:
+    # Ctrl-C while a sitemap is in flight: that fetch finishes, no further sitemap is
+    # fetched (was: the whole phase, politeness delays included), exit 130; the resume reads
+    # them and writes each row once
+    started = asyncio.Event()
+    gate = asyncio.Event()
+
+    async def held(request: web.Request) -> web.StreamResponse:
+        started.set()
+        await asyncio.wait_for(gate.wait(), 60)
+        return web.Response(body=urlset("/m0").encode(), content_type="application/xml")
+
+    maps = "".join(f"<sitemap><loc>/m{k}.xml</loc></sitemap>" for k in range(5))
+    site.route(A, "/robots.txt", text("User-agent: *\nSitemap: /index.xml\n"))
+    site.route(
+        A, "/index.xml", text(f"<sitemapindex>{maps}</sitemapindex>", content_type="text/xml")
+    )
+    site.route(A, "/m0.xml", held)
+    for k in range(1, 5):
+        site.route(A, f"/m{k}.xml", text(urlset(f"/e{k}"), content_type="application/xml"))
+    site.route(A, "/", links_page())
+    site.fallback(A, links_page())
+    out = tmp_path / "out"
+    proc = await asyncio.create_subprocess_exec(
+        *_cli(site, out, site.url(A, "/"), "--processes", "1"),
+        cwd=REPO,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    await asyncio.wait_for(started.wait(), 30)
+    proc.send_signal(signal.SIGINT)
+    line = await asyncio.wait_for(proc.stderr.readline(), 30)  # the stop is seen...
+    assert line.startswith(b"stopping:"), line
+    gate.set()  # ... before the fetch in flight ends
+    await asyncio.wait_for(proc.stderr.read(), 60)
+    assert await asyncio.wait_for(proc.wait(), 60) == 130
+    assert not any(h.path_qs.startswith(("/m1", "/m2", "/m3", "/m4")) for h in site.hits)
+    assert not (out / "sitemaps.json").exists()
+    proc = await asyncio.create_subprocess_exec(*_cli(site, out, "--resume"), cwd=REPO)
+    assert await asyncio.wait_for(proc.wait(), 60) == 0
+    rows = [line.split("\t") for line in (out / "links.tsv").read_text().splitlines()[1:]]
+    sm = sorted(r[1] for r in rows if r[4] == "sitemap")
+    assert sm == sorted(site.url(A, p) for p in ("/m0", "/e1", "/e2", "/e3", "/e4"))
+
+
 @pytest.mark.slow
 async def test_processes_2_dedup_sitemaps_inlinks(site: Site, tmp_path: Path) -> None:
     served: list[str] = []

@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 
 from tests.conftest import REPO
-from tests.integration.site import Site, crawl
+from tests.integration.site import Site, crawl, html
 from tests.integration.test_quality import warc_records
 
 RC = "rc.example.test"
@@ -123,6 +123,18 @@ async def test_c37_recrawl_with_validators(site: Site, tmp_path: Path) -> None:
         assert h["WARC-Refers-To"] == old_w[uri]["WARC-Record-ID"]
 
 
+async def test_since_folder_moved_report_names_the_folder_given(site: Site, tmp_path: Path) -> None:
+    # a previous crawl copied elsewhere: report.json recrawl.since is the --since folder,
+    # not the path stored in its state.json (where it was first written)
+    site.route(RC, "/", html("<p>one</p>", headers={"ETag": '"e"'}))
+    await crawl(site, tmp_path / "run1", [site.url(RC, "/")])
+    moved = tmp_path / "moved"
+    shutil.move(tmp_path / "run1", moved)
+    run2 = await crawl(site, tmp_path / "run2", [site.url(RC, "/")], quality_since_dir=str(moved))
+    assert run2.report["recrawl"]["since"] == str(moved)
+    assert run2.report["recrawl"]["changed"] + run2.report["recrawl"]["unchanged"] == 1
+
+
 async def test_since_bad_folder_is_one_line_exit_2(tmp_path: Path) -> None:
     bad = tmp_path / "prev"
     bad.mkdir()
@@ -148,6 +160,70 @@ async def test_since_bad_folder_is_one_line_exit_2(tmp_path: Path) -> None:
     _, err = await proc.communicate()
     assert proc.returncode == 2 and len(err.decode().strip().splitlines()) == 1
     assert not (tmp_path / "new").exists() and not (tmp_path / "new2").exists()
+
+
+async def test_since_out_inside_previous_is_refused(site: Site, tmp_path: Path) -> None:
+    # PREV is only read: a NEW folder inside it is refused (one line, exit 2), nothing made
+    site.route(RC, "/", html("<p>one</p>"))
+    await crawl(site, tmp_path / "run1", [site.url(RC, "/")])
+    before = sorted(p.name for p in (tmp_path / "run1").iterdir())
+    code, err = await _cli("--since", str(tmp_path / "run1"), "--out", str(tmp_path / "run1/new"))
+    assert code == 2 and err.strip().splitlines() == [
+        f"skitter: error: --out {tmp_path}/run1/new is inside --since {tmp_path}/run1, "
+        "which is only read"
+    ]
+    assert sorted(p.name for p in (tmp_path / "run1").iterdir()) == before
+
+
+async def test_since_a_check_links_or_fetch_folder_is_refused(site: Site, tmp_path: Path) -> None:
+    # their settings (link checking, no link extraction) would be inherited: not a recrawl
+    site.route(RC, "/", html("<p>one</p>"))
+    (tmp_path / "urls.txt").write_text(site.url(RC, "/") + "\n")
+    resolve = ("--resolve", f"{RC}:{site.port}:127.0.0.1", "--resolve-only", "--quiet")
+    for cmd, what in (
+        (("check-links", site.url(RC, "/")), "check-links"),
+        (("fetch", "--urls", str(tmp_path / "urls.txt")), "fetch"),
+    ):
+        prev = tmp_path / what
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "skitter", *cmd, "--out", str(prev), *resolve, cwd=REPO
+        )
+        assert await asyncio.wait_for(proc.wait(), 60) == 0
+        code, err = await _cli("--since", str(prev), "--out", str(tmp_path / f"new-{what}"))
+        assert code == 2 and err.strip().splitlines() == [
+            f"skitter: error: --since {prev}: written by skitter {what}, not by a crawl"
+        ]
+        assert not (tmp_path / f"new-{what}").exists()
+
+
+async def test_since_a_levels_crawl_names_its_level_warc_records(
+    site: Site, tmp_path: Path
+) -> None:
+    # a --levels crawl keeps its WARC files in levels/NNNN/: a 304 is a revisit naming them
+    site.route(RC, "/", html('<a href="/a">a</a>', headers={"ETag": '"r"'}))
+    site.route(RC, "/a", html("<p>a</p>", headers={"ETag": '"a"'}))
+
+    async def cond(request: web.Request) -> web.StreamResponse:
+        if request.headers.get("If-None-Match") == '"a"':
+            return web.Response(status=304)
+        return web.Response(text="<p>a</p>", content_type="text/html", headers={"ETag": '"a"'})
+
+    prev, new = tmp_path / "prev", tmp_path / "new"
+    resolve = ("--resolve", f"{RC}:{site.port}:127.0.0.1", "--resolve-only", "--delay", "0")
+    code, err = await _cli("--levels", site.url(RC, "/"), "--out", str(prev), *resolve)
+    assert code == 0, err
+    site.route(RC, "/a", cond)
+    code, err = await _cli("--since", str(prev), "--out", str(new), "--processes", "1")
+    assert code == 0, err
+    old = {
+        h["WARC-Target-URI"]: h
+        for w in sorted(prev.glob("levels/*"))
+        for t, h in warc_records(w)
+        if t == "response"
+    }
+    revisits = [h for t, h in warc_records(new) if t == "revisit"]
+    assert [h["WARC-Target-URI"] for h in revisits] == [site.url(RC, "/a")]
+    assert revisits[0]["WARC-Refers-To"] == old[site.url(RC, "/a")]["WARC-Record-ID"]
 
 
 async def _cli(*args: str) -> tuple[int, str]:

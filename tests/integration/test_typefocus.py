@@ -206,6 +206,24 @@ async def test_cli_save_files_accept_pdf_and_bad_values(site: Site, tmp_path: Pa
         assert message in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
 
 
+def test_unusable_save_files_dir_is_refused_before_the_output_folder(tmp_path: Path) -> None:
+    # an unusable --save-files DIR (a file, or under a file) is one line, exit 2, and leaves
+    # no half-made crawl in --out (which would make the corrected command say "holds a crawl")
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    for n, where in enumerate((blocker, blocker / "sub")):
+        out = tmp_path / f"o{n}"
+        bad = subprocess.run(
+            [sys.executable, "-m", "skitter", "crawl", "http://x.test/", "-o", str(out),
+             "--save-files", str(where), "--resolve-only"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert bad.returncode == 2, bad.stderr
+        lines = bad.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"skitter: error: --save-files {where}:")
+        assert not out.exists()
+
+
 async def test_two_processes_save_files_and_merge_the_sections(site: Site, tmp_path: Path) -> None:
     released = asyncio.Event()
     released.set()

@@ -224,3 +224,26 @@ def test_graph_file_count_bound() -> None:
 def test_graph_rejects_bad_bounds(depth: int, files: int) -> None:
     with pytest.raises(ValueError, match="sitemap"):
         SitemapGraph(depth, files)
+
+
+def test_sitemap_urls_are_roots_whatever_the_mode() -> None:
+    # --sitemaps off turns off robots.txt discovery, not the --sitemap URLs given
+    from skitter.settings import QualitySettings
+    from skitter.sitemap_reader import sitemap_roots
+
+    given = ("http://a.test/given.xml",)
+    robots = {"http://a.test": [("/from-robots.xml", "http://a.test/robots.txt")]}
+    for mode, expected in (
+        ("off", ["http://a.test/given.xml"]),
+        ("robots", ["http://a.test/from-robots.xml", "http://a.test/given.xml"]),
+        (
+            "also",
+            [
+                "http://a.test/from-robots.xml",
+                "http://a.test/sitemap.xml",
+                "http://a.test/given.xml",
+            ],
+        ),
+    ):
+        q = QualitySettings(sitemaps=mode, sitemap_urls=given)
+        assert sitemap_roots(q, ["http://a.test"], lambda o: robots[o]) == expected, mode

@@ -147,3 +147,32 @@ def test_saver_refuses_paths_leaving_dir_through_symlinks(tmp_path: Path) -> Non
     assert s.save("http://h.test/evil.pdf", b"x") is None
     assert not list(outside.iterdir())
     s.close()
+
+
+def test_rejected_type_is_not_an_error_per_host_either() -> None:
+    # report.json totals.errors and by_host[...].errors agree: a rejected type is a decision
+    from skitter.stats import Stats
+
+    st = Stats()
+    st.count_record("h.test", 0, 200, "rejected_type", 0, "excluded")
+    st.count_record("h.test", 1, None, "timeout", 0, "broken")
+    snap = st.snapshot(1.0).to_dict()
+    assert snap["errors"] == 1 and snap["by_error"] == {"rejected_type": 1, "timeout": 1}
+    assert snap["by_host"]["h.test"] == {"records": 2, "bytes": 0, "errors": 1}
+
+
+def test_multi_part_extensions_match_as_suffixes_like_wget() -> None:
+    # wget -A tar.gz: a two-part extension matched nothing (only the last part was compared)
+    from skitter.typefocus import TypeRules, Verdict, path_extensions
+
+    assert path_extensions("http://h/x.Tar.GZ?q=1") == {"tar.gz", "gz"}
+    assert path_extensions("http://h/.profile") == frozenset()
+    accept = TypeRules(accept_exts=["tar.gz"])
+    assert accept.link_allowed("http://h/src/x-1.0.tar.gz")
+    assert not accept.link_allowed("http://h/src/x-1.0.gz")
+    assert accept.link_allowed("http://h/src/")  # a page, followed
+    assert accept.verdict("http://h/x.tar.gz", 200, "application/gzip") is Verdict.ACCEPT
+    assert accept.verdict("http://h/x.gz", 200, "application/gzip") is Verdict.REJECT
+    reject = TypeRules(reject_exts=["tar.gz"])
+    assert not reject.link_allowed("http://h/x.TAR.GZ")
+    assert reject.link_allowed("http://h/x.gz")

@@ -267,6 +267,8 @@ def _recrawl_settings(args: argparse.Namespace) -> CrawlSettings:
     stored = load_previous(prev, warc=False).settings  # refuses a damaged folder early
     if prev.resolve() == Path(args.out).resolve():
         raise ConfigError("--since and --out must be different folders")
+    if Path(args.out).resolve().is_relative_to(prev.resolve()):
+        raise ConfigError(f"--out {args.out} is inside --since {prev}, which is only read")
     settings = settings_from_args(args, base=replace(stored, out_dir=args.out, resume=False))
     quality = quality_from_args(args, stored.quality)
     settings = replace(settings, quality=replace(quality, since_dir=str(prev)))
@@ -303,6 +305,10 @@ def run(args: argparse.Namespace) -> int:
             settings = _choose_processes(settings, getattr(args, "processes", None))
         if is_redis_url(settings.frontier):  # one process; more machines join as workers
             settings = replace(settings, processes=1)
+        if settings.focus.save_files is not None:  # before the output folder is made
+            from skitter.savefiles import check_root
+
+            check_root(settings.focus.save_files)
         from skitter.rules import ScopeRule
         from skitter.urls import canonicalize
 
