@@ -124,7 +124,8 @@ async def test_crawl_and_two_workers_fetch_every_url_once(
 ) -> None:
     build_site(site, delay_s=0.01)
     outs = [tmp_path / f"w{k}" for k in range(3)]
-    first = await start_crawl(site, redis_server_own, outs[0])
+    # a lease long enough that no lease is lost on a loaded machine: every URL exactly once
+    first = await start_crawl(site, redis_server_own, outs[0], "--lease-ttl", "30")
     await wait_for(lambda: (outs[0] / "worker.json").exists(), first)
     workers = [await start_worker(redis_server_own, o) for o in outs[1:]]
     results = await finish_all([first, *workers])
@@ -182,7 +183,8 @@ async def test_redis_killed_and_restarted_from_aof_loses_nothing(
 ) -> None:
     build_site(site, delay_s=0.03)
     outs = [tmp_path / f"w{k}" for k in range(3)]
-    first = await start_crawl(site, redis_server_own, outs[0])
+    # a lease long enough that no lease is lost on a loaded machine: every URL exactly once
+    first = await start_crawl(site, redis_server_own, outs[0], "--lease-ttl", "30")
     await wait_for(lambda: (outs[0] / "worker.json").exists(), first)
     workers = [await start_worker(redis_server_own, o) for o in outs[1:]]
     await wait_for(lambda: sum(len(records(o)) for o in outs) >= 20, first)
@@ -308,7 +310,9 @@ async def test_max_pages_is_one_budget_for_every_worker(
 ) -> None:
     build_site(site, delay_s=0.01)
     outs = [tmp_path / f"w{k}" for k in range(3)]
-    first = await start_crawl(site, redis_server_own, outs[0], "--max-pages", "20")
+    first = await start_crawl(
+        site, redis_server_own, outs[0], "--max-pages", "20", "--lease-ttl", "30"
+    )
     await wait_for(lambda: (outs[0] / "worker.json").exists(), first)
     workers = [await start_worker(redis_server_own, o) for o in outs[1:]]
     for rc, _, err in await finish_all([first, *workers]):
@@ -342,8 +346,9 @@ async def test_ip_concurrency_holds_across_workers(
     outs = [tmp_path / f"w{k}" for k in range(3)]
     # --status-port: the frontier is wrapped by the status observer (the slots still shared)
     first = await start_crawl(
-        site, redis_server_own, outs[0], "--ip-concurrency", "3", "--status-port", "0"
-    )
+        site, redis_server_own, outs[0], "--ip-concurrency", "3", "--status-port", "0",
+        "--lease-ttl", "30",
+    )  # fmt: skip
     await wait_for(lambda: (outs[0] / "worker.json").exists(), first)
     workers = [await start_worker(redis_server_own, o) for o in outs[1:]]
     for rc, _, err in await finish_all([first, *workers]):

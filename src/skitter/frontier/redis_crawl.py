@@ -300,9 +300,8 @@ async def open_worker_frontier(
         if settings.join:
             await dist.load_crawl(client, crawl_id)
         else:
-            shared = replace(
-                settings, out_dir="", frontier="redis", resume=False, quiet=False, join=False
-            )
+            # what a joining worker inherits: its own --out and Redis URL replace these
+            shared = replace(settings, frontier="redis", resume=False, quiet=False, join=False)
             await dist.create_crawl(
                 client, crawl_id, settings_to_dict(shared), resume=settings.resume
             )
