@@ -3,7 +3,8 @@
 Parsing and joining (:mod:`skitter.url_join`, whose :func:`join` is re-exported here) follow
 the WHATWG URL Standard (https://url.spec.whatwg.org/) via ada-url; the canonical form
 applies the RFC 3986 §6.2.2 syntax-based normalisations on top (case, percent-encoding, dot
-segments) plus a scheme-based one (default port) and removes well-known session ids.  Nothing here does I/O.
+segments) plus a scheme-based one (default port) and removes well-known session ids.
+Nothing here does I/O.
 """
 
 from __future__ import annotations
