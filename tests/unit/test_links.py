@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from skitter import links
+from skitter import html_depth, links
 from skitter.links import (
     MAX_ANCHOR_CHARS,
     extract,
@@ -675,8 +675,8 @@ def test_fuzz_depth_guard_forced_on(pieces: list[str]) -> None:
     html = "".join(pieces) + '<a href="/last">last</a>'
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(links, "_DEEP_CHECK_MIN_TAGS", 0)
-        mp.setattr(links, "_DEEP_SUSPECT", -1)
-        mp.setattr(links, "_MAX_DEPTH", 3)
+        mp.setattr(html_depth, "_DEEP_SUSPECT", -1)
+        mp.setattr(html_depth, "_MAX_DEPTH", 3)
         page = extract(html.encode(), f"{SITE}/")
     assert isinstance(page, Page)
     if all(p in ("<div>", "</div>", "<p>", "<table>", "é", "&amp;") for p in pieces):
