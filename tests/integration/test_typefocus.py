@@ -214,7 +214,7 @@ def test_unusable_save_files_dir_is_refused_before_the_output_folder(tmp_path: P
     for n, where in enumerate((blocker, blocker / "sub")):
         out = tmp_path / f"o{n}"
         bad = subprocess.run(
-            [sys.executable, "-m", "skitter", "crawl", "http://x.test/", "-o", str(out),
+            [sys.executable, "-m", "skitter", "crawl", "http://x.test/", "--out", str(out),
              "--save-files", str(where), "--resolve-only"],
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip

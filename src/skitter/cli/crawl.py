@@ -166,7 +166,9 @@ def _summary(
         else:
             print(f"interrupted; resume with: skitter crawl --resume --out {out}", file=sys.stderr)
         return 130
-    if stop_reason in ("done", "finished") and no_seed_answered(totals):
+    # on Redis this folder holds one worker's share: the others may have fetched every seed
+    shared = is_redis_url(settings.frontier)
+    if stop_reason in ("done", "finished") and no_seed_answered(totals) and not shared:
         print(
             "skitter: no seed got any HTTP response (see error and error_detail in "
             f"{out / 'pages.jsonl'})",
@@ -285,6 +287,14 @@ def run(args: argparse.Namespace) -> int:
             settings = settings_from_args(args, base=stored)
             settings = replace(settings, quality=quality_from_args(args, stored.quality))
             check_resume_compatible(stored, settings)
+            if getattr(args, "levels", False):
+                from skitter.offline.levels import is_levels_crawl
+
+                if not is_levels_crawl(args.out):  # a flag error comes before "finished"
+                    raise ConfigError(
+                        f"{args.out} is not a --levels crawl; continue it with "
+                        f"'skitter crawl --resume --out {args.out}'"
+                    )
             done = finished_report(args.out)
             if done is not None:
                 # nothing left to crawl: say so and touch no file
