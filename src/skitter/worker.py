@@ -256,7 +256,8 @@ class Worker:
             await self.finish_error(lease, attempts, *failed, not_before=self.ctx.clock())
             return
         if not p.ignore_robots:
-            chk = await c.robots.check(req.url)
+            # counted once per URL (below), not once per lease of it
+            chk = await c.robots.check(req.url, count=False)
             crawl_delay = chk.crawl_delay_s
             self.ctx.hooks.observer.on_robots(host, chk.reason, crawl_delay)
             if not chk.allowed:
@@ -265,6 +266,7 @@ class Worker:
                     if kind is not None and policy.robots_failure_is_final(kind):
                         # the page could not be fetched either: record the real cause
                         # (a dead host is "dns", not a robots.txt verdict; C27, SSRF)
+                        c.robots.tally(req.url, False)
                         await self.finish_error(
                             lease,
                             attempts,
@@ -281,6 +283,7 @@ class Worker:
                         await c.frontier.retry(lease, not_before=self.ctx.clock() + wait)
                         return
                     notes.note(notes.unreachable, origin(req.url), req.url)
+                    c.robots.tally(req.url, False)
                     await self.finish_error(
                         lease,
                         attempts,
@@ -290,6 +293,7 @@ class Worker:
                         not_before=self.ctx.clock(),
                     )
                     return
+                c.robots.tally(req.url, False)
                 self.ctx.stats.robots_disallowed += 1
                 self.ctx.stats.by_verdict["excluded"] += 1
                 notes.note(notes.blocked, origin(req.url), req.url)
@@ -309,6 +313,8 @@ class Worker:
                 if ready_at > self.ctx.clock():
                     await c.frontier.retry(lease, not_before=ready_at, count_attempt=False)
                     return
+            if attempts == 1:  # a retry of this URL was counted at its first attempt
+                c.robots.tally(req.url, True)
         started = time.perf_counter()
         try:
             async with self._ip_slot(req.url):
