@@ -313,8 +313,6 @@ class Worker:
                 if ready_at > self.ctx.clock():
                     await c.frontier.retry(lease, not_before=ready_at, count_attempt=False)
                     return
-            if attempts == 1:  # a retry of this URL was counted at its first attempt
-                c.robots.tally(req.url, True)
         started = time.perf_counter()
         try:
             async with self._ip_slot(req.url):
@@ -334,6 +332,7 @@ class Worker:
                 await c.frontier.retry(lease, not_before=end + wait)
                 return
             policy.fetch_failed(host, exc.kind, exc.detail)
+            self._tally_allowed(req.url)
             await self.finish_error(
                 lease,
                 attempts,
@@ -364,12 +363,20 @@ class Worker:
             if ra is not None and ra > 0:
                 gap = max(gap, min(ra, p.max_retry_after_s))
             detail = _no_retry_detail(status, d.reason, attempts, ra, p.max_retry_after_s)
+        self._tally_allowed(req.url)
         if 300 <= status < 400 and resp.header("location") is not None:
             await follow_redirect(self, lease, resp, attempts, end + gap)
             return
         if status in REDIRECT_STATUSES:
             detail = NO_LOCATION
         await self.finish_response(lease, resp, attempts, end + gap, detail=detail, verdict=verdict)
+
+    def _tally_allowed(self, url: str) -> None:
+        """Count robots.txt's "allowed" for ``url`` once its fetch is final (recorded, or a
+        redirect hop handed on): with the record, so a checkpoint's counts and the records
+        before it agree, and :func:`skitter.recovery.reconcile` counts the ones past it."""
+        if not self.ctx.settings.politeness.ignore_robots:
+            self.ctx.components.robots.tally(url, True)
 
     def _judge_content(self, req: Request, host: str, resp: Response) -> PageVerdict | None:
         """The duplicate stage's verdict on a 2xx page (None when dedup is off or the
