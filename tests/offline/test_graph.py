@@ -120,3 +120,24 @@ def test_formats(tmp_path: Path) -> None:
     nodes = pq.read_table(tmp_path / "g.nodes.parquet").to_pylist()
     assert {n["node"] for n in nodes} == {A, B, C, X}
     assert _cli(str(tmp_path / "missing")).returncode == 2
+
+
+def test_output_into_a_missing_folder_is_named_before_reading(tmp_path: Path) -> None:
+    """-o FILE is checked before the graph is read, as check-links checks it; a write failure
+    names the file, not "no links.tsv" (which the folder has)."""
+    (tmp_path / "crawl").mkdir()
+    d = _links(tmp_path / "crawl")
+    for fmt in ("edgelist", "graphml", "parquet"):
+        target = tmp_path / "nodir" / f"g.{fmt}"
+        proc = _cli(str(d), "--format", fmt, "-o", str(target))
+        assert proc.returncode == 2
+        assert proc.stderr == (
+            f"skitter: error: --output {target}: folder {target.parent} does not exist\n"
+        )
+        assert proc.stdout == ""
+    proc = _cli(str(d), "-o", str(tmp_path))  # a folder, not a file
+    assert (proc.returncode, proc.stderr) == (
+        2,
+        f"skitter: error: --output {tmp_path} is a folder; give a file name\n",
+    )
+    assert _cli(str(tmp_path / "nolinks")).stderr.startswith("skitter: error: no links.tsv in ")

@@ -16,6 +16,7 @@ from skitter.cli.common import (
     EXIT_CODES,
     add_common_flags,
     add_status_flags,
+    check_output_file,
     finished_report,
     os_error_line,
     output_failure_line,
@@ -55,25 +56,6 @@ EXAMPLES = """examples:
   skitter check-links https://example.org/ --ignore '/private/' --accept 429,999
   skitter check-links https://example.org/ --out check-1         # keep the state...
   skitter check-links --resume --out check-1                     # ...to continue after Ctrl-C"""
-
-
-def check_output_file(target: str) -> None:
-    """Refuse, before any crawling, a report path that cannot be written: its folder is
-    missing or not writable, or it is a folder.
-
-    Raises:
-        ConfigError: one line naming the path and the cause.
-    """
-    import os
-
-    path = Path(target)
-    parent = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
-        raise ConfigError(f"--output {target} is a folder; give a file name")
-    if not parent.is_dir():
-        raise ConfigError(f"--output {target}: folder {parent} does not exist")
-    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise ConfigError(f"--output {target}: permission denied")
 
 
 def add_parser(sub: Any) -> None:

@@ -7,6 +7,7 @@ import argparse
 import logging
 import re
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, NoReturn
 
 from skitter.cli.focus_flags import AutoOr, focus_from_args
@@ -527,6 +528,25 @@ def settings_from_args(
         focus=b.focus,
     )
     return focus_from_args(args, settings)
+
+
+def check_output_file(target: str) -> None:
+    """Refuse, before any work (crawling, reading a graph), an ``-o/--output`` path that
+    cannot be written: its folder is missing or not writable, or it is a folder.
+
+    Raises:
+        ConfigError: one line naming the path and the cause.
+    """
+    import os
+
+    path = Path(target)
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise ConfigError(f"--output {target} is a folder; give a file name")
+    if not parent.is_dir():
+        raise ConfigError(f"--output {target}: folder {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise ConfigError(f"--output {target}: permission denied")
 
 
 def os_error_line(exc: OSError) -> str:

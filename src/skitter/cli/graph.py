@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
-from skitter.cli.common import os_error_line
+from skitter.cli.common import check_output_file, os_error_line
+from skitter.errors import ConfigError
 
 
 def add_parser(sub: Any) -> None:
@@ -42,6 +44,12 @@ def run(args: argparse.Namespace) -> int:
         print("skitter: error: --rank with an edge list needs -o FILE", file=sys.stderr)
         return 2
     try:
+        if args.output:
+            check_output_file(args.output)
+    except ConfigError as exc:
+        print(f"skitter: error: {exc}", file=sys.stderr)
+        return 2
+    try:
         t0 = time.monotonic()
         g = gr.load_graph(args.out_dir, hosts=args.hosts)
         t1 = time.monotonic()
@@ -67,8 +75,11 @@ def run(args: argparse.Namespace) -> int:
             gr.write_graphml(g, sys.stdout)
         else:
             gr.write_edgelist(g, sys.stdout)
-    except FileNotFoundError:
-        print(f"skitter: error: no links.tsv in {args.out_dir}", file=sys.stderr)
+    except FileNotFoundError as exc:
+        if Path(str(exc.filename)).name == "links.tsv" or exc.filename == args.out_dir:
+            print(f"skitter: error: no links.tsv in {args.out_dir}", file=sys.stderr)
+        else:  # a file being written (-o FILE, the nodes file beside it)
+            print(os_error_line(exc), file=sys.stderr)
         return 2
     except OSError as exc:
         print(os_error_line(exc), file=sys.stderr)
