@@ -181,7 +181,8 @@ async def _check(
 
 def _write_report(text: str, target: str | None) -> None:
     """The report to stdout or to ``target`` (through a temporary file and a rename, so a
-    failed write leaves neither a partial report nor a stray temporary file).
+    failed write leaves neither a partial report nor a stray temporary file; a device or
+    FIFO such as /dev/stdout is written in place, a symlink's target through the rename).
 
     Raises:
         OSError: the report could not be written.
@@ -192,7 +193,12 @@ def _write_report(text: str, target: str | None) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    path = Path(target)
+    path = Path(os.path.realpath(target))  # a symlink's target is written, not replaced
+    if path.exists() and not path.is_file():
+        # /dev/stdout, a FIFO, a device: written in place (a rename would replace it)
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        return
     tmp = path.with_name(f".{path.name}.skitter-tmp")
     try:
         with open(tmp, "w", encoding="utf-8") as fh:

@@ -543,6 +543,10 @@ def check_output_file(target: str) -> None:
     parent = path.parent if str(path.parent) else Path(".")
     if path.is_dir():
         raise ConfigError(f"--output {target} is a folder; give a file name")
+    if path.exists() and not path.is_file():  # /dev/stdout, a FIFO: written in place
+        if not os.access(path, os.W_OK):
+            raise ConfigError(f"--output {target}: permission denied")
+        return
     if not parent.is_dir():
         raise ConfigError(f"--output {target}: folder {parent} does not exist")
     if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
