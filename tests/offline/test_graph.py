@@ -141,3 +141,17 @@ def test_output_into_a_missing_folder_is_named_before_reading(tmp_path: Path) ->
         f"skitter: error: --output {tmp_path} is a folder; give a file name\n",
     )
     assert _cli(str(tmp_path / "nolinks")).stderr.startswith("skitter: error: no links.tsv in ")
+
+
+def test_write_failure_names_the_output(tmp_path: Path) -> None:
+    """A full disk while writing (/dev/full) names the file written, or stdout."""
+    d = _links(tmp_path)
+    proc = _cli(str(d), "-o", "/dev/full")
+    full_line = "skitter: error: No space left on device: "
+    assert (proc.returncode, proc.stderr) == (2, full_line + "/dev/full\n")
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "skitter", "graph", str(d)], stdout=full,
+            stderr=subprocess.PIPE, text=True, timeout=60,
+        )  # fmt: skip
+    assert (proc.returncode, proc.stderr) == (2, full_line + "stdout\n")

@@ -82,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
             print(os_error_line(exc), file=sys.stderr)
         return 2
     except OSError as exc:
+        if exc.filename is None:  # a failed write() names no file: the one being written
+            exc.filename = args.output or "stdout"
         print(os_error_line(exc), file=sys.stderr)
         return 2
     if args.output:
