@@ -4,8 +4,10 @@ every crawling command takes, and settings built from parsed flags."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import re
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
@@ -551,6 +553,25 @@ def check_output_file(target: str) -> None:
         raise ConfigError(f"--output {target}: folder {parent} does not exist")
     if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise ConfigError(f"--output {target}: permission denied")
+
+
+def write_stdout(lines: list[str]) -> OSError | None:
+    """Print ``lines`` (a summary, a report) on stdout. Returns None, or the error when stdout
+    cannot be written (disk full, a closed pipe such as ``| head``); stdout is then pointed at
+    /dev/null so that the interpreter's last flush fails no more."""
+    import os
+
+    try:
+        for line in lines:
+            print(line)
+        sys.stdout.flush()
+    except OSError as exc:
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        return exc
+    return None
 
 
 def os_error_line(exc: OSError) -> str:
