@@ -424,23 +424,28 @@ async def test_check_links_output_to_a_fifo_or_symlink_is_written_not_replaced(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.txt", "pipe", "real.txt"]
 
 
-async def test_crawl_summary_on_a_full_stdout_says_so(site: Site, tmp_path: Path) -> None:
-    """stdout on a full disk (/dev/full): the crawl's files are whole; one line says the
-    summary could not be written (not "cannot write ?" and a resume hint), exit 1."""
+@pytest.mark.parametrize("command", ["crawl", "fetch"])
+async def test_summary_on_a_full_stdout_says_so(site: Site, tmp_path: Path, command: str) -> None:
+    """stdout on a full disk (/dev/full): the files are whole; one line says the summary
+    could not be written (not "cannot write ?" and a resume hint), exit 1."""
     site.route(A, "/", links_page("/a"))
     site.route(A, "/a", html("<p>a</p>"))
     out = tmp_path / "out"
+    urls = tmp_path / "urls.txt"
+    urls.write_text(site.url(A, "/") + "\n" + site.url(A, "/a") + "\n")
+    seeds = [site.url(A, "/")] if command == "crawl" else ["--urls", str(urls)]
     with open("/dev/full", "w") as full:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "skitter", "crawl", site.url(A, "/"), "--out", str(out),
+            sys.executable, "-m", "skitter", command, *seeds, "--out", str(out),
             "--resolve", f"{A}:{site.port}:127.0.0.1", "--resolve-only", "--delay", "0",
             stdout=full, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
         _, err_b = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 1, err_b
+    files = "the crawl's files" if command == "crawl" else "the files"
     assert err_b.decode() == (
         "skitter: error: cannot write the summary to stdout: No space left on device "
-        f"(the crawl's files in {out}/ are not affected)\n"
+        f"({files} in {out}/ are not affected)\n"
     )
     assert len(records(out)) == 2
     assert json.loads((out / "report.json").read_text())["stop_reason"] == "done"

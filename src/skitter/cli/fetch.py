@@ -12,11 +12,13 @@ from typing import Any
 from skitter.cli.common import (
     add_common_flags,
     add_out_folder_flag,
+    exit_code,
     no_seed_answered,
     os_error_line,
     output_failure_line,
     plural,
     settings_from_args,
+    write_stdout,
 )
 from skitter.errors import ConfigError, OutputError, SkitterError
 from skitter.state import STATE_FILE
@@ -51,11 +53,25 @@ async def _fetch(settings: Any) -> int:
     progress = Progress(not settings.quiet and sys.stderr.isatty())
     async with Crawler.from_settings(settings) as crawler:
         snap, interrupted = await run_crawler(crawler, progress)
+    failed: OSError | None = None
     if not settings.quiet:
-        print(
+        failed = write_stdout([
             f"{plural(snap.records, 'URL')} fetched ({snap.errors:,} without a response) in "
             f"{snap.elapsed_s:,.1f} s; output: {settings.out_dir}/ (pages.jsonl, *.warc.gz)"
-        )
+        ])  # fmt: skip
+        if failed is not None:
+            print(
+                f"skitter: error: cannot write the summary to stdout: "
+                f"{failed.strerror or failed} (the files in {settings.out_dir}/ are not "
+                "affected)",
+                file=sys.stderr,
+            )
+    code = _code(crawler, snap, settings, interrupted)
+    return code if failed is None else exit_code(code, 1)
+
+
+def _code(crawler: Any, snap: Any, settings: Any, interrupted: bool) -> int:
+    """130 interrupted, 4 no URL answered, else 0 (printing the stderr line)."""
     if interrupted:
         print(f"interrupted; resume with: skitter fetch --resume --out {settings.out_dir}",
               file=sys.stderr)  # fmt: skip
