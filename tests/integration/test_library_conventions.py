@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from skitter import Crawler, CrawlHooks, HookError
+from skitter import Crawler, CrawlHooks, CrawlSettings, HookError
 from skitter.errors import ConfigError
 from tests.integration.site import Site, crawl, html, links_page, settings_for, text
 
@@ -193,3 +193,21 @@ async def test_robots_counts_one_verdict_per_url(site: Site, tmp_path: Path) -> 
     robots = r.report["robots"][f"http://{A}:{site.port}"]
     # allowed: /, /p0, /busy; disallowed: /private/x (a link), /private/y (the sitemap)
     assert (robots["allowed"], robots["disallowed"]) == (3, 2)
+
+
+def test_readme_settings_examples_raise_config_error() -> None:
+    """The README's examples of bad library settings raise ConfigError as it says (not a
+    TypeError for a keyword that is not there)."""
+    import re
+
+    from skitter import PolitenessSettings
+    from tests.conftest import REPO
+
+    readme = (REPO / "README.md").read_text()
+    examples = re.findall(r"`((?:Crawl|Politeness)Settings\([^`]*\))`", readme)
+    assert 'CrawlSettings(seeds="https://a/")' in examples
+    assert "PolitenessSettings(delay_s=-1)" in examples
+    with pytest.raises(ConfigError, match="seeds must be a tuple"):
+        CrawlSettings(out_dir="o", seeds="https://a/")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="delay_s must be a finite number >= 0"):
+        PolitenessSettings(delay_s=-1)
