@@ -519,7 +519,9 @@ def merge_folders(inputs: Sequence[Path], out: Path) -> MergeSummary:
 
 class _TempFile:
     """``path`` written as ``path.tmp`` (buffered), fsynced and renamed over ``path`` when
-    the block ends without an exception (else the temporary file is removed)."""
+    the block ends without an exception; else (a failed write, flush, fsync or close too:
+    disk full) the temporary file is removed, and an :class:`OSError` that names no file
+    is given ``path``'s name."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -532,15 +534,25 @@ class _TempFile:
     def __enter__(self) -> _TempFile:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
         try:
+            try:
+                if exc_type is None:
+                    self.fh.flush()
+                    os.fsync(self.fh.fileno())
+            finally:
+                self.fh.close()
             if exc_type is None:
-                self.fh.flush()
-                os.fsync(self.fh.fileno())
+                os.replace(self.tmp, self.path)
+                return
+        except OSError as own:
+            exc = own
+            raise
         finally:
-            self.fh.close()
-        if exc_type is None:
-            os.replace(self.tmp, self.path)
-        else:
-            with contextlib.suppress(OSError):
-                os.unlink(self.tmp)
+            if exc is not None:
+                if isinstance(exc, OSError) and not exc.filename:
+                    exc.filename = str(self.path)
+                with contextlib.suppress(OSError):
+                    os.unlink(self.tmp)

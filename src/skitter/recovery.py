@@ -80,6 +80,7 @@ async def reconcile(ctx: CrawlContext) -> None:
                 done_urls.append(r["final_url"])
                 done_urls.extend(h["url"] for h in r.get("redirects") or ())
                 hops = r.get("redirects") or ()
+                _tally_robots(ctx, r)
                 ctx.stats.count_record(
                     host_key(r["url"]),
                     depth,
@@ -116,6 +117,26 @@ async def reconcile(ctx: CrawlContext) -> None:
         len(set(done_urls)),
         len(readd),
     )
+
+
+_NOT_FETCHED = "(robots.txt and page not fetched)"
+
+
+def _tally_robots(ctx: CrawlContext, r: dict[str, Any]) -> None:
+    """Count the robots.txt verdict of a record past the checkpoint, as the worker did when it
+    wrote it (:meth:`skitter.robots_cache.RobotsCache.tally`): its last hop was allowed if
+    it was fetched, refused if robots.txt was unreachable or the redirect target is
+    disallowed. (Earlier hops of a chain cut by the kill are not counted again.)"""
+    if ctx.settings.politeness.ignore_robots:
+        return
+    detail = r.get("error_detail") or ""
+    robots = ctx.components.robots
+    if r.get("error") == "robots_unreachable" or detail.endswith(_NOT_FETCHED):
+        robots.tally(r["url"], False)
+    elif detail.startswith("redirect target ") and detail.endswith("disallowed by robots.txt"):
+        robots.tally(detail.split(" ")[2], False)
+    else:
+        robots.tally(r["final_url"], True)
 
 
 def _reconcile_links(

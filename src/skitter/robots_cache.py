@@ -257,10 +257,12 @@ class RobotsCache:
             self._inflight[origin] = task
         return await asyncio.shield(task)
 
-    async def check(self, url: str) -> RobotsCheck:
+    async def check(self, url: str, *, count: bool = True) -> RobotsCheck:
         """May ``url`` be fetched? (RFC 9309 §2.2.2 rules, §2.3.1 access results.)
 
-        Counts the verdict per origin for :meth:`snapshot`.
+        Counts the verdict per origin for :meth:`snapshot` unless ``count`` is False: a
+        caller that may ask again for the same URL (a retry, a lease handed back for the
+        politeness gap, a sitemap entry fetched later) counts once with :meth:`tally`.
 
         Raises:
             ValueError: ``url`` is not absolute.
@@ -269,16 +271,24 @@ class RobotsCache:
             return RobotsCheck(True, "allowed", None)
         entry = await self.rules_for(url)
         ok = entry.rules.allowed(url, self._token)
-        counts = self._counts.setdefault(entry.origin, _Counts())
+        if count:
+            self.tally(url, ok)
         if ok:
-            counts.allowed += 1
             return RobotsCheck(True, "allowed", entry.crawl_delay_s)
-        counts.disallowed += 1
         if entry.unreachable:
             return RobotsCheck(
                 False, "unreachable", entry.crawl_delay_s, entry.error_kind, entry.error
             )
         return RobotsCheck(False, "disallowed", entry.crawl_delay_s)
+
+    def tally(self, url: str, allowed: bool) -> None:
+        """Count one final verdict (allowed or not) on ``url`` for its origin in :meth:`snapshot`:
+        one per URL, however often :meth:`check` was asked about it."""
+        counts = self._counts.setdefault(origin_of(url), _Counts())
+        if allowed:
+            counts.allowed += 1
+        else:
+            counts.disallowed += 1
 
     def crawl_delay(self, url: str) -> float | None:
         """The cached Crawl-delay (seconds) for ``url``'s origin, or None if not known yet."""

@@ -116,7 +116,7 @@ async def read_sitemaps(
     async def allowed(url: str) -> bool:
         if ctx.settings.politeness.ignore_robots:
             return True
-        return (await c.robots.check(url)).allowed
+        return (await c.robots.check(url, count=False)).allowed  # the fetch counts it
 
     async def fetch(url: str) -> Any:
         return await worker.fetch_aside(url, q.max_sitemap_bytes)

@@ -257,7 +257,8 @@ class Worker:
             await self.finish_error(lease, attempts, *failed, not_before=self.ctx.clock())
             return
         if not p.ignore_robots:
-            chk = await c.robots.check(req.url)
+            # counted once per URL (below), not once per lease of it
+            chk = await c.robots.check(req.url, count=False)
             crawl_delay = chk.crawl_delay_s
             self.ctx.hooks.observer.on_robots(host, chk.reason, crawl_delay)
             if not chk.allowed:
@@ -266,6 +267,7 @@ class Worker:
                     if kind is not None and policy.robots_failure_is_final(kind):
                         # the page could not be fetched either: record the real cause
                         # (a dead host is "dns", not a robots.txt verdict; C27, SSRF)
+                        c.robots.tally(req.url, False)
                         await self.finish_error(
                             lease,
                             attempts,
@@ -282,6 +284,7 @@ class Worker:
                         await c.frontier.retry(lease, not_before=self.ctx.clock() + wait)
                         return
                     notes.note(notes.unreachable, origin(req.url), req.url)
+                    c.robots.tally(req.url, False)
                     await self.finish_error(
                         lease,
                         attempts,
@@ -291,6 +294,7 @@ class Worker:
                         not_before=self.ctx.clock(),
                     )
                     return
+                c.robots.tally(req.url, False)
                 self.ctx.stats.robots_disallowed += 1
                 self.ctx.stats.by_verdict["excluded"] += 1
                 notes.note(notes.blocked, origin(req.url), req.url)
@@ -329,6 +333,7 @@ class Worker:
                 await c.frontier.retry(lease, not_before=end + wait)
                 return
             policy.fetch_failed(host, exc.kind, exc.detail)
+            self._tally_allowed(req.url)
             await self.finish_error(
                 lease,
                 attempts,
@@ -359,12 +364,20 @@ class Worker:
             if ra is not None and ra > 0:
                 gap = max(gap, min(ra, p.max_retry_after_s))
             detail = _no_retry_detail(status, d.reason, attempts, ra, p.max_retry_after_s)
+        self._tally_allowed(req.url)
         if 300 <= status < 400 and resp.header("location") is not None:
             await follow_redirect(self, lease, resp, attempts, end + gap)
             return
         if status in REDIRECT_STATUSES:
             detail = NO_LOCATION
         await self.finish_response(lease, resp, attempts, end + gap, detail=detail, verdict=verdict)
+
+    def _tally_allowed(self, url: str) -> None:
+        """Count robots.txt's "allowed" for ``url`` once its fetch is final (recorded, or a
+        redirect hop handed on): with the record, so a checkpoint's counts and the records
+        before it agree, and :func:`skitter.recovery.reconcile` counts the ones past it."""
+        if not self.ctx.settings.politeness.ignore_robots:
+            self.ctx.components.robots.tally(url, True)
 
     def _judge_content(self, req: Request, host: str, resp: Response) -> PageVerdict | None:
         """The duplicate stage's verdict on a 2xx page (None when dedup is off or the

@@ -392,3 +392,60 @@ async def test_summary_agrees_with_report_and_max_redirects(site: Site, tmp_path
     line = stdout.splitlines()[0]
     assert line.startswith(f"{t['records']} pages: {t['ok']} ok (2xx)"), (line, t)
     assert f"{t['errors']} errors (body_too_large 1, too_many_redirects 1)" in line, line
+
+
+async def test_check_links_output_to_a_fifo_or_symlink_is_written_not_replaced(
+    site: Site, tmp_path: Path
+) -> None:
+    """-o /dev/stdout style targets: a FIFO (or device) is written in place, a symlink's
+    target gets the report; neither is replaced by a regular file (a rename would)."""
+    import os
+    import threading
+
+    site.route(A, "/", links_page("/a"))
+    site.route(A, "/a", html("<p>a</p>"))
+    common = ["--resolve", f"{A}:{site.port}:127.0.0.1", "--resolve-only", "--delay", "0"]
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    rc, _, err = await arun_cli("check-links", site.url(A, "/"), "-o", str(fifo), *common)
+    await asyncio.to_thread(reader.join, 30)
+    assert rc == 0, err
+    assert fifo.is_fifo() and b"2 checked" in got[0]
+    real = tmp_path / "real.txt"
+    real.write_text("old")
+    link = tmp_path / "link.txt"
+    link.symlink_to(real)
+    rc, _, err = await arun_cli("check-links", site.url(A, "/"), "-o", str(link), *common)
+    assert rc == 0, err
+    assert link.is_symlink() and "2 checked" in real.read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.txt", "pipe", "real.txt"]
+
+
+@pytest.mark.parametrize("command", ["crawl", "fetch"])
+async def test_summary_on_a_full_stdout_says_so(site: Site, tmp_path: Path, command: str) -> None:
+    """stdout on a full disk (/dev/full): the files are whole; one line says the summary
+    could not be written (not "cannot write ?" and a resume hint), exit 1."""
+    site.route(A, "/", links_page("/a"))
+    site.route(A, "/a", html("<p>a</p>"))
+    out = tmp_path / "out"
+    urls = tmp_path / "urls.txt"
+    urls.write_text(site.url(A, "/") + "\n" + site.url(A, "/a") + "\n")
+    seeds = [site.url(A, "/")] if command == "crawl" else ["--urls", str(urls)]
+    with open("/dev/full", "w") as full:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "skitter", command, *seeds, "--out", str(out),
+            "--resolve", f"{A}:{site.port}:127.0.0.1", "--resolve-only", "--delay", "0",
+            stdout=full, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        _, err_b = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 1, err_b
+    files = "the crawl's files" if command == "crawl" else "the files"
+    assert err_b.decode() == (
+        "skitter: error: cannot write the summary to stdout: No space left on device "
+        f"({files} in {out}/ are not affected)\n"
+    )
+    assert len(records(out)) == 2
+    assert json.loads((out / "report.json").read_text())["stop_reason"] == "done"

@@ -55,17 +55,22 @@ def _have_userns_tmpfs() -> bool:
     return r.returncode == 0
 
 
-@pytest.mark.parametrize("processes", ["1", "2"])
+@pytest.mark.parametrize(
+    "command,processes", [("crawl", "1"), ("crawl", "2"), ("fetch", "1")]
+)
 @pytest.mark.parametrize("how", ["tmpfs", "fsize"])
 async def test_disk_full_one_line_exit_1_resumable(
-    site: Site, tmp_path: Path, how: str, processes: str
+    site: Site, tmp_path: Path, how: str, command: str, processes: str
 ) -> None:
     _serve(site)
-    crawl = [
-        sys.executable, "-m", "skitter", "crawl", f"http://{H}:{site.port}/",
-        "--resolve", f"{H}:{site.port}:127.0.0.1", "--resolve-only",
-        "--delay", "0", "--processes", processes,
-    ]  # fmt: skip
+    res = ["--resolve", f"{H}:{site.port}:127.0.0.1", "--resolve-only", "--delay", "0"]
+    if command == "crawl":
+        seeds = [f"http://{H}:{site.port}/", "--processes", processes]
+    else:  # fetch: the same pages from a list
+        urls = tmp_path / "urls.txt"
+        urls.write_text("".join(f"http://{H}:{site.port}/p{i}\n" for i in range(PAGES)))
+        seeds = ["--urls", str(urls)]
+    crawl = [sys.executable, "-m", "skitter", command, *seeds, *res]
     kept = tmp_path / "kept"
     if how == "tmpfs":
         if not shutil.which("unshare") or not _have_userns_tmpfs():
@@ -100,15 +105,16 @@ async def test_disk_full_one_line_exit_1_resumable(
     cause = "No space left on device|database or disk is full" if how == "tmpfs" else "too large"
     assert any(c in line for c in cause.split("|")), line
     assert f"cannot write {out}/" in line, line  # names the file
-    assert line.endswith(f"resume with: skitter crawl --resume --out {out}"), line
+    assert line.endswith(f"resume with: skitter {command} --resume --out {out}"), line
     listing = (tmp_path / "listing").read_text().split() if how == "tmpfs" else os.listdir(kept)
     assert not [n for n in listing if n.endswith(".tmp")], listing
     # nothing recorded is lost: a resume with room (the copy) finishes the crawl
-    rc, _, err = await arun_cli("crawl", "--resume", "--out", str(kept), timeout=120)
+    rc, _, err = await arun_cli(command, "--resume", "--out", str(kept), timeout=120)
     assert rc == 0, err
     urls = [json.loads(x)["url"] for x in (kept / "pages.jsonl").read_text().splitlines()]
-    assert sorted(urls) == sorted(
-        [f"http://{H}:{site.port}/", *[f"http://{H}:{site.port}/p{i}" for i in range(PAGES)]]
-    )
+    pages = [f"http://{H}:{site.port}/p{i}" for i in range(PAGES)]
+    seed = [f"http://{H}:{site.port}/"] if command == "crawl" else []
+    assert sorted(urls) == sorted([*seed, *pages])
     report = json.loads((kept / "report.json").read_text())
-    assert report["totals"]["records"] == PAGES + 1 and report["totals"]["ok"] == PAGES + 1
+    n = len(seed) + PAGES
+    assert report["totals"]["records"] == n and report["totals"]["ok"] == n

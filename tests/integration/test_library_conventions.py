@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from skitter import Crawler, CrawlHooks, HookError
+from skitter import Crawler, CrawlHooks, CrawlSettings, HookError
 from skitter.errors import ConfigError
 from tests.integration.site import Site, crawl, html, links_page, settings_for, text
 
@@ -159,3 +159,55 @@ async def test_resumed_report_equals_uninterrupted(site: Site, tmp_path: Path) -
     assert comparable(parts) == comparable(whole.report)
     robots = parts["robots"][f"http://{A}:{site.port}"]
     assert robots["allowed"] == 4 and robots["disallowed"] == 3
+
+
+async def test_robots_counts_one_verdict_per_url(site: Site, tmp_path: Path) -> None:
+    """report.json ``robots`` allowed/disallowed count URLs, not robots.txt look-ups: the
+    seed handed back for the politeness gap after robots.txt, a 503 retried, a sitemap entry
+    fetched later and a sitemap file are each counted once (or not at all: the sitemap)."""
+    sm = site.url(A, "/sitemap.xml")
+    site.route(A, "/robots.txt", text(f"User-agent: *\nDisallow: /private\nSitemap: {sm}\n"))
+    site.route(A, "/", links_page("/p0", "/busy", "/private/x"))
+    site.route(A, "/p0", html("<p>0</p>"))
+    site.route(A, "/busy", html("busy", status=503, headers={"Retry-After": "0"}))
+    urls = "".join(f"<url><loc>{site.url(A, p)}</loc></url>" for p in ("/p0", "/private/y"))
+    site.route(
+        A,
+        "/sitemap.xml",
+        text(
+            '<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+            f"{urls}</urlset>",
+            content_type="application/xml",
+        ),
+    )
+    r = await crawl(
+        site,
+        tmp_path / "o",
+        [site.url(A, "/")],
+        pol_delay_s=0.2,
+        pol_retries=1,
+        quality_sitemaps="robots",
+    )
+    busy = [rec for rec in r.records if rec["url"].endswith("/busy")]
+    assert [rec["attempts"] for rec in busy] == [2]  # the retry happened
+    robots = r.report["robots"][f"http://{A}:{site.port}"]
+    # allowed: /, /p0, /busy; disallowed: /private/x (a link), /private/y (the sitemap)
+    assert (robots["allowed"], robots["disallowed"]) == (3, 2)
+
+
+def test_readme_settings_examples_raise_config_error() -> None:
+    """The README's examples of bad library settings raise ConfigError as it says (not a
+    TypeError for a keyword that is not there)."""
+    import re
+
+    from skitter import PolitenessSettings
+    from tests.conftest import REPO
+
+    readme = (REPO / "README.md").read_text()
+    examples = re.findall(r"`((?:Crawl|Politeness)Settings\([^`]*\))`", readme)
+    assert 'CrawlSettings(seeds="https://a/")' in examples
+    assert "PolitenessSettings(delay_s=-1)" in examples
+    with pytest.raises(ConfigError, match="seeds must be a tuple"):
+        CrawlSettings(out_dir="o", seeds="https://a/")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="delay_s must be a finite number >= 0"):
+        PolitenessSettings(delay_s=-1)

@@ -114,3 +114,31 @@ async def test_warcio_wholefile_extract_equals_crawl(tmp_path: Path) -> None:
     assert {r[0] for r in got} == {ROOT + p.lstrip("/") for p in PAGES}
     a, b = _same_pages(got, live)
     assert a == b and len(a) > 10
+
+
+def test_extract_disk_full_names_the_folder_and_leaves_nothing_half_done(tmp_path: Path) -> None:
+    """extract whose output cannot be written (injected: RLIMIT_FSIZE, EFBIG at 4 KiB): one
+    line naming where, exit 2, no part folder or temporary file left in --out."""
+    import resource
+    import signal
+    import subprocess
+    import sys
+
+    from tests.offline.warcs import response
+
+    def small_files() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of a kill
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    links = "".join(f'<a href="/page-{i:04d}-{"x" * 40}">{i}</a>' for i in range(400))
+    body = f"<html><body>{links}</body></html>".encode()
+    warc = tmp_path / "in.warc"
+    warc.write_bytes(response("http://a.example.test/", body, [("Content-Type", "text/html")]))
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "skitter", "extract", str(warc), "--out", str(out)],
+        capture_output=True, text=True, timeout=60, preexec_fn=small_files,
+    )  # fmt: skip
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == f"skitter: error: File too large: {out}\n"
+    assert sorted(p.name for p in out.iterdir()) == []

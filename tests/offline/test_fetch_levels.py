@@ -156,3 +156,28 @@ async def test_levels_max_pages_is_one_budget_and_a_plain_crawl_is_not_resumed_a
     ]
     assert {n: (plain / n).read_bytes() for n in before} == before
     assert not (plain / "levels").exists()
+async def test_fetch_exit_4_when_no_url_answered(tmp_path: Path) -> None:
+    """As crawl: exit 4 when no URL of the list got an HTTP response (nothing listens on the
+    port; robots.txt unreachable too), 0 when one did, the cause in pages.jsonl."""
+    import socket
+
+    with socket.socket() as s:  # a free port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dead = f"http://dead.example.test:{port}/"
+    res = ["--resolve", f"dead.example.test:{port}:127.0.0.1", "--resolve-only"]
+    out = tmp_path / "f"
+    rc, err = await _cli(
+        "fetch", "--urls", "-", "--out", str(out), *res, "--retries", "0",
+        stdin=f"{dead}\n{dead}a\n".encode(),
+    )  # fmt: skip
+    assert rc == 4, err
+    assert err.strip().splitlines()[-1] == (
+        "skitter: no URL of the list got any HTTP response "
+        f"(see error and error_detail in {out / 'pages.jsonl'})"
+    )
+    recs = [json.loads(line) for line in (out / "pages.jsonl").read_text().splitlines()]
+    assert sorted(r["url"] for r in recs) == [dead, dead + "a"]
+    assert all(r["status"] is None and r["error_detail"] for r in recs)
+    rc, err = await _cli("fetch", "--resume", "--out", str(out))  # finished: the same verdict
+    assert rc == 4, err

@@ -128,8 +128,9 @@ def test_output_errors_are_named_and_a_closed_pipe_is_quiet(tmp_path: Path) -> N
     d = _links(tmp_path)
     proc = _cli(str(d), "-o", str(tmp_path / "nodir" / "g.tsv"))
     assert proc.returncode == 2
-    assert proc.stderr.splitlines() == [
-        f"skitter: error: No such file or directory: {tmp_path / 'nodir' / 'g.tsv'}"
+    assert proc.stderr.splitlines() == [  # checked before the graph is read
+        f"skitter: error: --output {tmp_path / 'nodir' / 'g.tsv'}: folder "
+        f"{tmp_path / 'nodir'} does not exist"
     ]
     big = tmp_path / "big"
     big.mkdir()
@@ -161,3 +162,36 @@ def test_output_over_the_folders_own_files_is_refused(tmp_path: Path) -> None:
     assert not (d / "pages.jsonl").exists()
     proc = _cli(str(d), "-o", str(d / "g.tsv"))
     assert proc.returncode == 0 and (d / "g.tsv").read_text().startswith("source\ttarget")
+def test_output_into_a_missing_folder_is_named_before_reading(tmp_path: Path) -> None:
+    """-o FILE is checked before the graph is read, as check-links checks it; a write failure
+    names the file, not "no links.tsv" (which the folder has)."""
+    (tmp_path / "crawl").mkdir()
+    d = _links(tmp_path / "crawl")
+    for fmt in ("edgelist", "graphml", "parquet"):
+        target = tmp_path / "nodir" / f"g.{fmt}"
+        proc = _cli(str(d), "--format", fmt, "-o", str(target))
+        assert proc.returncode == 2
+        assert proc.stderr == (
+            f"skitter: error: --output {target}: folder {target.parent} does not exist\n"
+        )
+        assert proc.stdout == ""
+    proc = _cli(str(d), "-o", str(tmp_path))  # a folder, not a file
+    assert (proc.returncode, proc.stderr) == (
+        2,
+        f"skitter: error: --output {tmp_path} is a folder; give a file name\n",
+    )
+    assert _cli(str(tmp_path / "nolinks")).stderr.startswith("skitter: error: no links.tsv in ")
+
+
+def test_write_failure_names_the_output(tmp_path: Path) -> None:
+    """A full disk while writing (/dev/full) names the file written, or stdout."""
+    d = _links(tmp_path)
+    proc = _cli(str(d), "-o", "/dev/full")
+    full_line = "skitter: error: No space left on device: "
+    assert (proc.returncode, proc.stderr) == (2, full_line + "/dev/full\n")
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "skitter", "graph", str(d)], stdout=full,
+            stderr=subprocess.PIPE, text=True, timeout=60,
+        )  # fmt: skip
+    assert (proc.returncode, proc.stderr) == (2, full_line + "stdout\n")

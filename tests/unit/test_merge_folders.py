@@ -97,3 +97,28 @@ def test_damaged_lines_are_left_out_and_counted(tmp_path: Path) -> None:
     assert (tmp_path / "m" / "pages.jsonl").read_text() == json.dumps(good) + "\n"
     report = json.loads((tmp_path / "m" / "report.json").read_text())
     assert (report["totals"]["records"], report["totals"]["by_status"]) == (1, {"200": 1})
+def test_disk_full_names_the_file_and_leaves_no_temporary(tmp_path: Path) -> None:
+    """A merge whose output cannot be written (injected: RLIMIT_FSIZE, EFBIG at 4 KiB) says
+    one line naming the file, exits 2 and leaves no ``*.tmp`` behind."""
+    import resource
+    import signal
+    import subprocess
+    import sys
+
+    def small_files() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of a kill
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    rec = {"url": "http://a.test/", "final_url": "http://a.test/", "status": 200, "depth": 0,
+           "bytes": 1, "fetched_at": "2026-01-01T00:00:01.000Z", "pad": "x" * 3000}  # fmt: skip
+    for name in ("x", "y"):
+        folder(tmp_path / name, [rec, {**rec, "url": f"http://a.test/{name}"}], [], {})
+    out = tmp_path / "m"
+    proc = subprocess.run(
+        [sys.executable, "-m", "skitter", "merge", "--out", str(out),
+         str(tmp_path / "x"), str(tmp_path / "y")],
+        capture_output=True, text=True, timeout=60, preexec_fn=small_files,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == f"skitter: error: File too large: {out / 'pages.jsonl'}\n"
+    assert [p.name for p in out.iterdir() if p.name.endswith(".tmp")] == []

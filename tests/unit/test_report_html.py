@@ -122,3 +122,28 @@ def test_check_links_html_has_the_report_look() -> None:
     for section in ("broken", "unverified", "redirected"):
         assert f'<table id="{section}">' in html and f'data-table="{section}"' in html
     assert '<a href="http://www.test/gone" class="broken">http://www.test/gone</a>' in html
+
+
+def test_report_disk_full_names_the_file_and_leaves_no_temporary(tmp_path: Path) -> None:
+    """skitter report with report.html not writable (injected: RLIMIT_FSIZE, EFBIG at 4 KiB):
+    one line naming report.html, exit 2, no temporary file, the old report.html kept."""
+    import resource
+    import signal
+    import subprocess
+    import sys
+
+    def small_files() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of a kill
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    out = tmp_path / "crawl"
+    make_output(out)
+    (out / "report.html").write_text("old")
+    proc = subprocess.run(
+        [sys.executable, "-m", "skitter", "report", str(out)],
+        capture_output=True, text=True, timeout=60, preexec_fn=small_files,
+    )  # fmt: skip
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == f"skitter: error: File too large: {out / 'report.html'}\n"
+    assert sorted(p.name for p in out.iterdir() if "tmp" in p.name) == []
+    assert (out / "report.html").read_text() == "old"

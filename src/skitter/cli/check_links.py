@@ -16,6 +16,7 @@ from skitter.cli.common import (
     EXIT_CODES,
     add_common_flags,
     add_status_flags,
+    check_output_file,
     finished_report,
     os_error_line,
     output_failure_line,
@@ -55,25 +56,6 @@ EXAMPLES = """examples:
   skitter check-links https://example.org/ --ignore '/private/' --accept 429,999
   skitter check-links https://example.org/ --out check-1         # keep the state...
   skitter check-links --resume --out check-1                     # ...to continue after Ctrl-C"""
-
-
-def check_output_file(target: str) -> None:
-    """Refuse, before any crawling, a report path that cannot be written: its folder is
-    missing or not writable, or it is a folder.
-
-    Raises:
-        ConfigError: one line naming the path and the cause.
-    """
-    import os
-
-    path = Path(target)
-    parent = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
-        raise ConfigError(f"--output {target} is a folder; give a file name")
-    if not parent.is_dir():
-        raise ConfigError(f"--output {target}: folder {parent} does not exist")
-    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise ConfigError(f"--output {target}: permission denied")
 
 
 def add_parser(sub: Any) -> None:
@@ -199,7 +181,8 @@ async def _check(
 
 def _write_report(text: str, target: str | None) -> None:
     """The report to stdout or to ``target`` (through a temporary file and a rename, so a
-    failed write leaves neither a partial report nor a stray temporary file).
+    failed write leaves neither a partial report nor a stray temporary file; a device or
+    FIFO such as /dev/stdout is written in place, a symlink's target through the rename).
 
     Raises:
         OSError: the report could not be written.
@@ -210,7 +193,12 @@ def _write_report(text: str, target: str | None) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    path = Path(target)
+    path = Path(os.path.realpath(target))  # a symlink's target is written, not replaced
+    if path.exists() and not path.is_file():
+        # /dev/stdout, a FIFO, a device: written in place (a rename would replace it)
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        return
     tmp = path.with_name(f".{path.name}.skitter-tmp")
     try:
         with open(tmp, "w", encoding="utf-8") as fh:

@@ -5,8 +5,11 @@ every crawling command takes, and settings built from parsed flags (flag value t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import sys
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, NoReturn
 
 from skitter.cli.flag_types import at_least_one as at_least_one
@@ -428,6 +431,48 @@ def settings_from_args(
         focus=b.focus,
     )
     return focus_from_args(args, settings)
+
+
+def check_output_file(target: str) -> None:
+    """Refuse, before any work (crawling, reading a graph), an ``-o/--output`` path that
+    cannot be written: its folder is missing or not writable, or it is a folder.
+
+    Raises:
+        ConfigError: one line naming the path and the cause.
+    """
+    import os
+
+    path = Path(target)
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise ConfigError(f"--output {target} is a folder; give a file name")
+    if path.exists() and not path.is_file():  # /dev/stdout, a FIFO: written in place
+        if not os.access(path, os.W_OK):
+            raise ConfigError(f"--output {target}: permission denied")
+        return
+    if not parent.is_dir():
+        raise ConfigError(f"--output {target}: folder {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise ConfigError(f"--output {target}: permission denied")
+
+
+def write_stdout(lines: list[str]) -> OSError | None:
+    """Print ``lines`` (a summary, a report) on stdout. Returns None, or the error when stdout
+    cannot be written (disk full, a closed pipe such as ``| head``); stdout is then pointed at
+    /dev/null so that the interpreter's last flush fails no more."""
+    import os
+
+    try:
+        for line in lines:
+            print(line)
+        sys.stdout.flush()
+    except OSError as exc:
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        return exc
+    return None
 
 
 def os_error_line(exc: OSError) -> str:

@@ -14,6 +14,7 @@ from skitter.cli.common import (
     add_common_flags,
     add_out_folder_flag,
     add_status_flags,
+    exit_code,
     finished_report,
     no_seed_answered,
     os_error_line,
@@ -22,6 +23,7 @@ from skitter.cli.common import (
     processes,
     settings_from_args,
     summary_lines,
+    write_stdout,
 )
 from skitter.cli.focus_flags import add_focus_flags
 from skitter.cli.progress import Progress, run_crawler, run_watched, stats_line
@@ -146,19 +148,36 @@ def _summary(
     returns the exit code: 130 interrupted, 4 no seed got any HTTP response, else 0."""
     out = Path(settings.out_dir)
     totals = snap.to_dict()
+    failed: OSError | None = None
     if not settings.quiet:
-        for line in summary_lines(totals):
-            print(line)
+        lines = summary_lines(totals)
         if stop_reason == "max_pages":
-            print(f"stopped at --max-pages {settings.max_pages} (2xx pages); more were queued")
+            lines.append(
+                f"stopped at --max-pages {settings.max_pages} (2xx pages); more were queued"
+            )
         elif stop_reason == "max_time":
-            print(
+            lines.append(
                 f"stopped at --max-time ({settings.max_time_s:g} s); more were queued: "
                 f"continue with: skitter crawl --resume --out {out}"
             )
         warc = ", *.warc.gz, *.cdxj" if settings.warc else ""
-        files = f"pages.jsonl, links.tsv, report.json{warc}"
-        print(f"output: {out}/ ({files})")
+        lines.append(f"output: {out}/ (pages.jsonl, links.tsv, report.json{warc})")
+        failed = write_stdout(lines)
+        if failed is not None:
+            print(
+                f"skitter: error: cannot write the summary to stdout: "
+                f"{failed.strerror or failed} (the crawl's files in {out}/ are not affected)",
+                file=sys.stderr,
+            )
+    code = _summary_code(settings, totals, stop_reason, interrupted)
+    return code if failed is None else exit_code(code, 1)
+
+
+def _summary_code(
+    settings: CrawlSettings, totals: dict[str, Any], stop_reason: str, interrupted: bool
+) -> int:
+    """The exit code of a crawl that ran (see :func:`_summary`); prints its stderr line."""
+    out = Path(settings.out_dir)
     if interrupted:
         if settings.frontier == "memory":
             print("interrupted (--frontier memory keeps no state: it cannot be resumed)",

@@ -13,10 +13,16 @@ from typing import Any
 from skitter.cli.common import (
     add_common_flags,
     add_out_folder_flag,
+    exit_code,
+    no_seed_answered,
     os_error_line,
+    output_failure_line,
+    plural,
     settings_from_args,
+    write_stdout,
 )
-from skitter.errors import ConfigError, SkitterError
+from skitter.errors import ConfigError, OutputError, SkitterError
+from skitter.state import STATE_FILE
 
 
 def add_parser(sub: Any) -> None:
@@ -30,8 +36,9 @@ def add_parser(sub: Any) -> None:
             "no link is followed (redirects are; --scope applies to them, default any). "
             "Find the links later with `skitter extract`."
         ),
-        epilog="exit codes: 0 done; 2 bad flags, list or output folder; 130 interrupted "
-        "(resume with --resume --out DIR)",
+        epilog="exit codes (the first that applies): 130 interrupted (resume with --resume "
+        "--out DIR); 2 bad flags, list or output folder; 1 the output could not be written "
+        "(disk full, I/O error: resume); 4 no URL of the list got any HTTP response; 0 done",
         argument_default=argparse.SUPPRESS,
     )
     c.add_argument("--urls", metavar="FILE", help="the URLs, one a line ('-' = stdin)")
@@ -47,15 +54,36 @@ async def _fetch(settings: Any) -> int:
     progress = Progress(not settings.quiet and sys.stderr.isatty())
     async with Crawler.from_settings(settings) as crawler:
         snap, interrupted = await run_crawler(crawler, progress)
+    failed: OSError | None = None
     if not settings.quiet:
-        print(
-            f"{snap.records:,} URLs fetched ({snap.errors:,} without a response) in "
+        failed = write_stdout([
+            f"{plural(snap.records, 'URL')} fetched ({snap.errors:,} without a response) in "
             f"{snap.elapsed_s:,.1f} s; output: {settings.out_dir}/ (pages.jsonl, *.warc.gz)"
-        )
+        ])  # fmt: skip
+        if failed is not None:
+            print(
+                f"skitter: error: cannot write the summary to stdout: "
+                f"{failed.strerror or failed} (the files in {settings.out_dir}/ are not "
+                "affected)",
+                file=sys.stderr,
+            )
+    code = _code(crawler, snap, settings, interrupted)
+    return code if failed is None else exit_code(code, 1)
+
+
+def _code(crawler: Any, snap: Any, settings: Any, interrupted: bool) -> int:
+    """130 interrupted, 4 no URL answered, else 0 (printing the stderr line)."""
     if interrupted:
         print(f"interrupted; resume with: skitter fetch --resume --out {settings.out_dir}",
               file=sys.stderr)  # fmt: skip
         return 130
+    if crawler.stop_reason == "done" and snap.records and no_seed_answered(snap.to_dict()):
+        print(
+            "skitter: no URL of the list got any HTTP response (see error and error_detail "
+            f"in {Path(settings.out_dir) / 'pages.jsonl'})",
+            file=sys.stderr,
+        )
+        return 4
     return 0
 
 
@@ -86,14 +114,24 @@ def run(args: argparse.Namespace) -> int:
             settings = replace(settings, seeds=tuple(urls), scope=scope, processes=1)
         settings = replace(settings, extract_links=False)
         return asyncio.run(_fetch(settings))
+    except OutputError as exc:
+        print(output_failure_line(exc, _resume_command(args.out)), file=sys.stderr)
+        return 1
     except SkitterError as exc:  # the state's resume hint names this command, not crawl
         msg = str(exc).replace("'skitter crawl --resume ", "'skitter fetch --resume ")
         print(f"skitter: error: {msg}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        print(os_error_line(exc), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"interrupted; resume with: skitter fetch --resume --out {args.out}",
               file=sys.stderr)  # fmt: skip
         return 130
+    except OSError as exc:
+        if (Path(args.out) / STATE_FILE).exists():  # the fetch had started: output failed
+            print(output_failure_line(exc, _resume_command(args.out)), file=sys.stderr)
+            return 1
+        print(os_error_line(exc), file=sys.stderr)
+        return 2
+
+
+def _resume_command(out: str) -> str:
+    return f"skitter fetch --resume --out {out}"

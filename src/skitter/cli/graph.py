@@ -8,7 +8,8 @@ import sys
 import time
 from typing import Any
 
-from skitter.cli.common import os_error_line
+from skitter.cli.common import check_output_file, os_error_line
+from skitter.errors import ConfigError
 
 
 def add_parser(sub: Any) -> None:
@@ -54,6 +55,12 @@ def run(args: argparse.Namespace) -> int:
                 print(f"skitter: error: -o would replace {path} of {args.out_dir}", file=sys.stderr)
                 return 2
     try:
+        if args.output:
+            check_output_file(args.output)
+    except ConfigError as exc:
+        print(f"skitter: error: {exc}", file=sys.stderr)
+        return 2
+    try:
         t0 = time.monotonic()
         try:
             g = gr.load_graph(args.out_dir, hosts=args.hosts)
@@ -88,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
         os.dup2(devnull, sys.stdout.fileno())  # so that the exit flush fails silently too
         return 1
     except OSError as exc:
+        if exc.filename is None:  # a failed write() names no file: the one being written
+            exc.filename = args.output or "stdout"
         print(os_error_line(exc), file=sys.stderr)
         return 2
     if args.output:

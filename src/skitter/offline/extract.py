@@ -31,6 +31,7 @@ are concatenated at the end, so output order is file order. Memory per process: 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -551,47 +552,58 @@ def extract_warcs(
         raise ConfigError(f"--out {out} holds a crawl or merge ({held[0]}): choose another folder")
     out.mkdir(parents=True, exist_ok=True)
     part_dir = out / ".extract-parts"
-    shutil.rmtree(part_dir, ignore_errors=True)
-    part_dir.mkdir()
-    tasks = [(i, p, str(part_dir), options) for i, p in enumerate(paths)]
-    jobs = max(1, min(options.jobs, len(tasks)))
-    if jobs > 1:
-        with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
-            outs = list(pool.map(_work, tasks))
-    else:
-        outs = [_work(t) for t in tasks]
-    result = ExtractResult(files=len(paths))
-    hosts: dict[str, str] = {}
-    for o in outs:
-        _add(result, o, hosts)
     links_tmp = out / "links.tsv.tmp"
     pages_tmp = out / "pages.jsonl.tmp"
-    with (
-        open(links_tmp, "w", encoding="utf-8", errors="replace") as links_f,
-        open(pages_tmp, "w", encoding="utf-8", errors="replace") as pages_f,
-    ):
-        links_f.write(HEADER + "\n")
-        rev_links = part_dir / "revisits.links"
-        rev_pages = part_dir / "revisits.pages"
+    try:
+        shutil.rmtree(part_dir, ignore_errors=True)
+        part_dir.mkdir()
+        tasks = [(i, p, str(part_dir), options) for i, p in enumerate(paths)]
+        jobs = max(1, min(options.jobs, len(tasks)))
+        if jobs > 1:
+            with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
+                outs = list(pool.map(_work, tasks))
+        else:
+            outs = [_work(t) for t in tasks]
+        result = ExtractResult(files=len(paths))
+        hosts: dict[str, str] = {}
+        for o in outs:
+            _add(result, o, hosts)
         with (
-            open(rev_links, "w", encoding="utf-8", errors="replace") as rl,
-            open(rev_pages, "w", encoding="utf-8", errors="replace") as rp,
+            open(links_tmp, "w", encoding="utf-8", errors="replace") as links_f,
+            open(pages_tmp, "w", encoding="utf-8", errors="replace") as pages_f,
         ):
-            _resolve_revisits(paths, str(part_dir), options, result, rl, rp, hosts)
-        rescope: Callable[[str], bool] | None = None
-        if not options.seeds:
-            rescope = _scope_test(ScopeRule(options.scope, list(hosts.values())), options.scope)
-        for i in range(len(paths)):
-            _copy_links(str(part_dir / f"{i:06d}.links"), links_f, rescope, result.decisions)
-            with open(part_dir / f"{i:06d}.pages", encoding="utf-8", errors="replace") as pf:
+            links_f.write(HEADER + "\n")
+            rev_links = part_dir / "revisits.links"
+            rev_pages = part_dir / "revisits.pages"
+            with (
+                open(rev_links, "w", encoding="utf-8", errors="replace") as rl,
+                open(rev_pages, "w", encoding="utf-8", errors="replace") as rp,
+            ):
+                _resolve_revisits(paths, str(part_dir), options, result, rl, rp, hosts)
+            rescope: Callable[[str], bool] | None = None
+            if not options.seeds:
+                rescope = _scope_test(ScopeRule(options.scope, list(hosts.values())), options.scope)
+            for i in range(len(paths)):
+                _copy_links(str(part_dir / f"{i:06d}.links"), links_f, rescope, result.decisions)
+                with open(part_dir / f"{i:06d}.pages", encoding="utf-8", errors="replace") as pf:
+                    shutil.copyfileobj(pf, pages_f, 1 << 20)
+            _copy_links(str(rev_links), links_f, rescope, result.decisions)
+            with open(rev_pages, encoding="utf-8", errors="replace") as pf:
                 shutil.copyfileobj(pf, pages_f, 1 << 20)
-        _copy_links(str(rev_links), links_f, rescope, result.decisions)
-        with open(rev_pages, encoding="utf-8", errors="replace") as pf:
-            shutil.copyfileobj(pf, pages_f, 1 << 20)
-    result.decisions = +result.decisions
-    os.replace(links_tmp, out / "links.tsv")
-    os.replace(pages_tmp, out / "pages.jsonl")
-    shutil.rmtree(part_dir, ignore_errors=True)
-    result.elapsed_s = time.monotonic() - start
+        result.decisions = +result.decisions
+        os.replace(links_tmp, out / "links.tsv")
+        os.replace(pages_tmp, out / "pages.jsonl")
+        shutil.rmtree(part_dir, ignore_errors=True)
+        result.elapsed_s = time.monotonic() - start
+    except OSError as exc:
+        # disk full, I/O error: no stray parts or temporary files; name where it failed (a
+        # failed write() names no file)
+        shutil.rmtree(part_dir, ignore_errors=True)
+        for tmp in (links_tmp, pages_tmp):
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+        if exc.filename is None:
+            raise OSError(exc.errno, exc.strerror or str(exc), str(out)) from None
+        raise
     atomic_write_json(out / "report.json", result.to_dict())
     return result

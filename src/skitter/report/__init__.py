@@ -10,6 +10,7 @@ needs no network and no script to show everything (a small inline script only fi
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -192,9 +193,18 @@ def write_report(out_dir: str | os.PathLike[str], cap: int = TABLE_CAP) -> Path:
     html = render(read_output(out, cap), title=out.resolve().name)
     target = out / REPORT_HTML
     tmp = out / f".{REPORT_HTML}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(html)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, target)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(html)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except OSError as exc:
+        # disk full: no stray temporary file, the previous report.html stays whole, and the
+        # error names the file (a failed write() names none)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        if exc.filename is None:
+            raise OSError(exc.errno, exc.strerror or str(exc), str(target)) from None
+        raise
     return target
