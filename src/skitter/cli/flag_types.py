@@ -45,24 +45,25 @@ def proxy(text: str) -> str:
     return text
 
 
-def positive_int(text: str) -> int:
+def _whole(text: str, low: int) -> int:
+    """A whole number >= ``low`` (argparse type errors otherwise)."""
     try:
         v = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0: {text!r}")
+    if v < low:
+        raise argparse.ArgumentTypeError(f"must be >= {low}: {text!r}")
     return v
+
+
+def positive_int(text: str) -> int:
+    """A whole number >= 0 (counts and caps where 0 is meaningful)."""
+    return _whole(text, 0)
 
 
 def at_least_one(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1: {text!r}")
-    return v
+    """A whole number >= 1."""
+    return _whole(text, 1)
 
 
 def processes(text: str) -> int:

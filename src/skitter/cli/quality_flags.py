@@ -6,7 +6,7 @@ import argparse
 from dataclasses import replace
 from typing import Any
 
-from skitter.cli.common import size
+from skitter.cli.common import positive_int, size
 from skitter.settings import QualitySettings
 
 __all__ = ["add_quality_flags", "quality_from_args"]
@@ -32,16 +32,6 @@ def _ratio_or_off(text: str) -> float | None:
     if not 0.0 < r <= 1.0:
         raise argparse.ArgumentTypeError(f"expected a ratio in (0, 1] or 'off', got {text}")
     return r
-
-
-def _depth(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {n}")
-    return n
 
 
 def _http_url(text: str) -> str:
@@ -95,7 +85,7 @@ def add_quality_flags(c: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--max-sitemap-depth",
-        type=_depth,
+        type=positive_int,
         metavar="N",
         help="sitemap index nesting read, default 5",
     )
