@@ -39,7 +39,7 @@ for t in $TOOLS; do
 done
 MARK="# synthweb-bench begin"
 
-die() { echo "bench: $*" >&2; exit 1; }
+. bench/bench_lib.sh  # die, venv, stop_child, run, make_site, snapshot_src, measure
 
 # ---------------------------------------------------------------- prerequisites
 [ -f "$SHARED/synthweb.py" ] || die "no $SHARED/synthweb.py: the shared benchmark scripts must sit at ../shared/bench beside the repository (or set SHARED_BENCH)"
@@ -75,16 +75,6 @@ exec 9>bench/results/.lock
 flock -n 9 || die "another 'make bench' is running (lock bench/results/.lock)"
 
 [ "$POLITE" = 1 ] || ! has spider || [ "$PORT" = 8080 ] || die "../shared/bench/spider_bench.js names port 8080: with BENCH_PORT=$PORT leave spider out of BENCH_TOOLS"
-venv() {  # DIR REQUIREMENTS: a bench-only venv, remade when the requirements change
-  if [ ! -f "$1/.installed" ] || [ "$2" -nt "$1/.installed" ]; then
-    echo "bench: creating $1 from $2"
-    rm -rf "$1"
-    python3 -m venv "$1"
-    "$1/bin/pip" install -q --upgrade pip
-    "$1/bin/pip" install -q -r "$2"
-    touch "$1/.installed"
-  fi
-}
 if [ "$POLITE" != 1 ]; then  # the peers, apart from Skitter's venv
   venv "$BVENV" bench/requirements-scrapy.txt  # Scrapy, and aiohttp + selectolax for the ceilings
   if has crawlee; then venv "$CVENV" bench/requirements-crawlee.txt; fi
@@ -97,20 +87,6 @@ fi
 
 # ---------------------------------------------------------------- cleanup, always
 child=""; served=0; work=""
-stop_child() {
-  [ -n "$child" ] || return 0
-  if kill -0 "$child" 2>/dev/null; then
-    echo "bench: stopping process group $child" >&2
-    # INT (a crawler's graceful stop), then TERM (INT is ignored when started in the background
-    # of a non-interactive shell), then KILL, to the whole process group
-    for sig in INT TERM; do
-      kill "-$sig" -- "-$child" 2>/dev/null || kill "-$sig" "$child" 2>/dev/null || true
-      for _ in $(seq 25); do kill -0 "$child" 2>/dev/null || break; sleep 0.2; done
-    done
-    kill -KILL -- "-$child" 2>/dev/null || true
-  fi
-  child=""
-}
 exec 7>&1 8>&2  # the terminal, for cleanup's messages even if a trap fires inside a redirection
 cleanup() {
   local rc=$?
@@ -126,16 +102,6 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# run CMD in its own process group (so cleanup can stop all of it) and wait, interruptibly
-run() {
-  local rc=0
-  setsid -w "$@" &
-  child=$!
-  wait "$child" || rc=$?
-  child=""
-  return "$rc"
-}
-
 # ---------------------------------------------------------------- site, nginx
 mode=full; [ "$POLITE" = 1 ] && mode=polite
 if [ "$POLITE" = 1 ]; then
@@ -148,30 +114,8 @@ work=$(mktemp -d /tmp/skitter-bench.XXXXXX)
 chmod 755 "$work"  # mktemp -d makes it 0700: nginx's workers (not root) would answer 404 to all
 SITE=$work/synthweb
 echo "bench: $mode run, $HOSTS hosts x $PAGES pages, results in $rdir"
-python3 "$SHARED/synthweb.py" --hosts "$HOSTS" --pages "$PAGES" --seed 1 --out "$SITE" --port "$PORT"
-cp "$SITE/manifest.json" "$SITE/urls.txt" "$rdir/"
-# synthweb's nginx.conf has `access_log off`. Log every request with its end time ($msec),
-# duration ($request_time), host and status, in this run's SITE only: the polite run's gaps and
-# every crawler's page set and robots.txt requests come from it (bench/accesslog.py).
-python3 - "$SITE/nginx.conf" <<'EOF'
-import sys
-sys.path.insert(0, "bench")
-from accesslog import LOG_FORMAT
-p = sys.argv[1]
-conf = open(p).read()
-assert "access_log off;" in conf, "nginx.conf: no 'access_log off;' to replace"
-open(p, "w").write(conf.replace("access_log off;", LOG_FORMAT + "\n    access_log access.log bench;"))
-EOF
-# Skitter's code, frozen for the whole run: src/ is an editable install that other work may
-# change during the ~20 minutes (BENCH_SNAPSHOT=0 runs the live working tree instead).
-SKITTER_SRC=$(pwd)/src
-if [ "${BENCH_SNAPSHOT:-1}" = 1 ]; then
-  mkdir -p "$rdir/skitter-src"
-  tar -C src --exclude=__pycache__ -cf - skitter | tar -C "$rdir/skitter-src" -xf -
-  SKITTER_SRC=$(cd "$rdir/skitter-src" && pwd)
-fi
-got=$(env PYTHONPATH="$SKITTER_SRC" "$SKITTER_PY" -c 'import skitter; print(skitter.__file__)')
-[ "$got" = "$SKITTER_SRC/skitter/__init__.py" ] || die "skitter imports from $got, not $SKITTER_SRC"
+make_site "$HOSTS" "$PAGES" "$PORT"
+snapshot_src
 commit=$(git describe --always --dirty 2>/dev/null || echo unknown)
 src_sha=$(cd "$SKITTER_SRC" && find skitter -name '*.py' -print0 | sort -z | xargs -0 sha1sum | sha1sum | cut -c1-12)
 python3 - "$rdir/machine.json" "$SKITTER_PY" "$BVENV/bin/python" "$commit" "$src_sha" "$CVENV/bin/python" <<'EOF'
@@ -208,24 +152,6 @@ EOF
 served=1
 start=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["start"])' "$SITE/manifest.json")
 
-measure() {  # TAG LABEL CMD...: one run measured by measure.py, load read right after it
-  local tag=$1 label=$2; shift 2
-  local rc=0 off0 off1
-  off0=$(stat -c %s "$SITE/access.log" 2>/dev/null || echo 0)
-  run python3 "$SHARED/measure.py" --site "$SITE" --out "$rdir/$tag.json" --label "$label" -- "$@" \
-    > "$rdir/$tag.log" 2>&1 || rc=$?
-  cut -d' ' -f1-3 /proc/loadavg > "$rdir/$tag.loadavg"
-  # nginx writes a request's line when it ends: all of this run's requests are in by now
-  off1=$(stat -c %s "$SITE/access.log" 2>/dev/null || echo 0)
-  tail -c "+$((off0 + 1))" "$SITE/access.log" 2>/dev/null | head -c "$((off1 - off0))" > "$rdir/$tag.access" || true
-  [ "$rc" = 0 ] || { tail -n 20 "$rdir/$tag.log" >&2; die "measure.py failed for $tag"; }
-  echo "$tag: $(python3 -c '
-import json, sys
-r = json.load(open(sys.argv[1]))
-print("pages %s, wall %.1f s, %s pages/s, CPU %.1f s, peak RSS %s MB, exit %s, load %.2f"
-      % (r.get("pages"), r["wall_s"], r.get("pages_per_s"), r["cpu_s"], r["peak_rss_mb"],
-         r.get("exit"), r["loadavg_before"]))' "$rdir/$tag.json")"
-}
 skitter_run() {  # TAG LABEL DELAY PROCESSES [-- extra crawl flags]
   local tag=$1 label=$2 delay=$3 procs=$4; shift 4
   measure "$tag" "$label" env PYTHONPATH="$SKITTER_SRC" "$SKITTER_PY" bench/skitter_bench.py \

@@ -9,6 +9,10 @@ which URLs were fetched. This wrapper imports it (from $SHARED_BENCH, default th
 response, the pages it counts) to also remember response.url, runs its main() with the same
 arguments (same settings: robots obeyed, no delay, same concurrency), then writes the URLs, one
 a line, to $BENCH_URLS when set. The extra cost is one list append per page.
+
+$BENCH_HOSTS_FILE (optional, lines "ADDRESS HOST" like a synthweb's hosts.txt) is put in
+Scrapy's DNS cache (scrapy.resolver.dnscache, read by its default resolver before any lookup),
+so the site's hosts resolve without /etc/hosts (bench/run_redis_bench.sh uses it).
 """
 
 from __future__ import annotations
@@ -26,6 +30,14 @@ SHARED = Path(
 def main() -> None:
     sys.path.insert(0, str(SHARED))
     import scrapy_bench  # type: ignore[import-not-found]
+
+    if os.environ.get("BENCH_HOSTS_FILE"):
+        from scrapy.resolver import dnscache
+
+        for line in Path(os.environ["BENCH_HOSTS_FILE"]).read_text().splitlines():
+            if line.split():
+                addr, host = line.split()[:2]
+                dnscache[host] = addr
 
     urls: list[str] = []
     parse_page = scrapy_bench.SynthSpider.parse_page
