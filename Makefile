@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install sysdeps shared demo test test-fast lint bench bench-site clean
+.PHONY: install sysdeps shared demo test test-fast lint bench bench-site bench-redis clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,10 @@ bench: $(STAMP)
 	rc=0; bash bench/run_bench.sh || rc=$$?; \
 	if [ "$${BENCH_SITE:-1}" = 1 ] && [ "$${BENCH_POLITE:-0}" != 1 ]; then \
 	  bash bench/run_site.sh || rc=1; fi; exit $$rc
+
+# Skitter with 1, 2, 4 workers on one Redis vs --processes 2 and Scrapy (bench/README.md)
+bench-redis: $(STAMP)
+	bash bench/run_redis_bench.sh
 
 # Skitter vs wget on one big site, Debian's rust-doc served by nginx (bench/README.md)
 bench-site: $(STAMP)

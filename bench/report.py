@@ -162,7 +162,7 @@ def check_skitter(r: dict[str, Any], rdir: Path, urls: set[str], variants: int) 
     report = rdir / r["stem"] / "report.json"
     if report.exists():
         rep = json.loads(report.read_text())
-        if rep.get("stop_reason") not in (None, "finished"):
+        if rep.get("stop_reason") not in (None, "done", "finished"):  # "done": a finished crawl
             problems.append(f"report.json stop_reason {rep.get('stop_reason')!r}")
         # report.json's counters describe exactly the page set of pages.jsonl
         totals = rep.get("totals") or {}

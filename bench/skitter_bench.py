@@ -40,6 +40,37 @@ def skitter_cmd() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "skitter"]
 
 
+def site_args(site: Path, out: Path) -> tuple[list[str], list[str]]:
+    """(hosts, crawl args): every host of SITE/hosts.txt as a seed (a seeds file written
+    beside ``out``, OUT.seeds) and mapped to 127.0.0.1 with --resolve, plus --resolve-only."""
+    port = int(json.loads((site / "manifest.json").read_text())["port"])
+    hosts = [ln.split()[1] for ln in (site / "hosts.txt").read_text().splitlines() if ln.strip()]
+    seeds = out.with_name(out.name + ".seeds")
+    seeds.write_text("".join(f"http://{h}:{port}/\n" for h in hosts))
+    args = ["--seeds-file", str(seeds)]
+    for h in hosts:  # no resolve-file option: ~2 args per host, far below argv limits
+        args += ["--resolve", f"{h}:{port}:127.0.0.1"]
+    return hosts, [*args, "--resolve-only"]
+
+
+def count_pages(jsonls: list[Path]) -> tuple[int, Counter[str], Counter[str]]:
+    """(records of status 200 without error, records per status, records per error) over
+    the given pages.jsonl files (missing ones: nothing)."""
+    pages, statuses, errors = 0, Counter[str](), Counter[str]()
+    for jsonl in jsonls:
+        if not jsonl.exists():
+            continue
+        with jsonl.open() as f:
+            for line in f:
+                r = json.loads(line)
+                statuses[str(r.get("status"))] += 1
+                if r.get("error"):
+                    errors[r["error"]] += 1
+                elif r.get("status") == 200:
+                    pages += 1
+    return pages, statuses, errors
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--site", required=True, type=Path)
@@ -52,19 +83,12 @@ def main() -> int:
     extra = a.extra[1:] if a.extra[:1] == ["--"] else a.extra
     if a.processes is None:
         a.processes = os.cpu_count() or 1
-    manifest = json.loads((a.site / "manifest.json").read_text())
-    port = int(manifest["port"])
-    hosts = [ln.split()[1] for ln in (a.site / "hosts.txt").read_text().splitlines() if ln.strip()]
     if a.out.exists():
         print(f"skitter_bench: {a.out} exists; the benchmark wants a fresh crawl", file=sys.stderr)
         return 2
-    seeds = a.out.with_name(a.out.name + ".seeds")
-    seeds.write_text("".join(f"http://{h}:{port}/\n" for h in hosts))
-    cmd = [*skitter_cmd(), "crawl", "--seeds-file", str(seeds), "--out", str(a.out)]
-    for h in hosts:  # no resolve-file option: ~2 args per host, far below argv limits
-        cmd += ["--resolve", f"{h}:{port}:127.0.0.1"]
+    hosts, seed_args = site_args(a.site, a.out)
+    cmd = [*skitter_cmd(), "crawl", *seed_args, "--out", str(a.out)]
     cmd += [
-        "--resolve-only",
         "--delay", a.delay,
         "--concurrency", str(a.concurrency),
         "--ip-concurrency", str(a.concurrency),
@@ -74,17 +98,7 @@ def main() -> int:
     ]  # fmt: skip
     rc, memory = run_sampled(cmd)
     out_bytes, out_files = output_size([a.out])
-    pages, statuses, errors = 0, Counter[str](), Counter[str]()
-    jsonl = a.out / "pages.jsonl"
-    if jsonl.exists():
-        with jsonl.open() as f:
-            for line in f:
-                r = json.loads(line)
-                statuses[str(r.get("status"))] += 1
-                if r.get("error"):
-                    errors[r["error"]] += 1
-                elif r.get("status") == 200:
-                    pages += 1
+    pages, statuses, errors = count_pages([a.out / "pages.jsonl"])
     res = dict(
         tool="skitter",
         pages=pages,

@@ -78,14 +78,17 @@ def pss_kb(pid: int) -> int:
 class Sampler:
     """Samples the memory of a process tree every ``interval`` seconds in a thread."""
 
-    def __init__(self, pid: int, interval: float = 0.2) -> None:
+    def __init__(self, pid: int | list[int], interval: float = 0.2) -> None:
+        """``pid``: one root, or a list of roots (processes started one after another: the
+        list may grow while sampling; each sample sums the trees of all of them)."""
         self.pid, self.interval = pid, interval
         self.peak_rss = self.peak_pss = self.peak_one = self.peak_procs = 0
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _sample(self) -> None:
-        pids = tree(self.pid)
+        roots = self.pid if isinstance(self.pid, list) else [self.pid]
+        pids = [p for r in list(roots) for p in tree(r)]
         sizes = [rss_kb(p) for p in pids]
         self.peak_rss = max(self.peak_rss, sum(sizes))
         self.peak_one = max(self.peak_one, max(sizes, default=0))
