@@ -14,7 +14,10 @@ by itself when nothing is pending or leased. The redis-server is NOT a child of 
 Redis figures are deltas of INFO between just before worker 1 starts and just after the last
 worker exits (this script's own INFO and HGET calls are subtracted):
 
-* ``redis_cpu_s``: used_cpu_user + used_cpu_sys (the whole server process).
+* ``redis_cpu_s``: used_cpu_user + used_cpu_sys (the whole server process);
+  ``redis_cpu_sys_s`` the system part (the AOF's write and fsync calls are in it);
+  ``redis_script_s``: the ``usec`` of INFO commandstats summed over the script commands (the
+  time Redis itself measured executing the scripts, their inner commands included).
 * ``redis_calls``: the sum of ``calls`` over INFO commandstats. Redis 7 counts a command run
   by a Lua script (``redis.call``) under its own name as well as the EVALSHA that ran it, so
   this is every command executed, the scripts' inner ones included; ``redis_script_calls``
@@ -22,6 +25,10 @@ worker exits (this script's own INFO and HGET calls are subtracted):
   ``redis_by_command`` the per-command deltas.
 * ``redis_peak_memory_b``: used_memory_peak at the end (the server is fresh for each run);
   ``redis_base_memory_b``: used_memory before the crawl.
+
+With ``--redis redis+cluster://HOST:PORT,...`` (every master listed) the figures are summed
+over the nodes, and ``redis_node_cpu_s`` gives each master's CPU seconds (how evenly the 16
+shards and the crawl-wide keys spread).
 
 Memory of the crawler tree: bench/treewatch.py's Sampler over every worker's process tree.
 Writes {"pages": N, ...} to $BENCH_OUT (N = records with status 200 and no error over every
@@ -48,6 +55,23 @@ from treewatch import Sampler, output_size
 SCRIPT_COMMANDS = ("evalsha", "eval", "evalsha_ro", "eval_ro", "fcall", "fcall_ro")
 
 
+def nodes_of(url: str) -> list[redis.Redis]:
+    """One client per server: the server of a redis:// URL, or every node listed in a
+    ``redis+cluster://HOST:PORT,HOST:PORT,...`` URL (the masters of a cluster)."""
+    if not url.startswith("redis+cluster://"):
+        return [redis.Redis.from_url(url, decode_responses=True)]
+    hosts = url.removeprefix("redis+cluster://").split("/")[0].split(",")
+    return [
+        redis.Redis(host=h.rsplit(":", 1)[0], port=int(h.rsplit(":", 1)[1]), decode_responses=True)
+        for h in hosts
+    ]
+
+
+def snapshot_all(nodes: list[redis.Redis]) -> list[dict[str, Any]]:
+    """:func:`snapshot` of every node."""
+    return [snapshot(n) for n in nodes]
+
+
 def snapshot(r: redis.Redis) -> dict[str, Any]:
     """One INFO (all sections) reduced to CPU seconds, used_memory(_peak), calls per command."""
     info = r.info("all")
@@ -56,8 +80,15 @@ def snapshot(r: redis.Redis) -> dict[str, Any]:
         for k, v in info.items()
         if k.startswith("cmdstat_") and isinstance(v, dict)
     }
+    usec = {
+        k.removeprefix("cmdstat_"): int(v["usec"])
+        for k, v in info.items()
+        if k.startswith("cmdstat_") and isinstance(v, dict)
+    }
     return dict(
+        script_usec=sum(usec.get(c, 0) for c in SCRIPT_COMMANDS),
         cpu=float(info["used_cpu_user"]) + float(info["used_cpu_sys"]),
+        sys=float(info["used_cpu_sys"]),
         used=int(info["used_memory"]),
         peak=int(info["used_memory_peak"]),
         calls=calls,
@@ -92,9 +123,15 @@ def main() -> int:
         "--quiet",
         *extra,
     ]  # fmt: skip
-    r = redis.Redis.from_url(a.redis, decode_responses=True)
-    own_calls: Counter[str] = Counter(info=1)  # the INFO of the first snapshot
-    s0 = snapshot(r)
+    nodes = nodes_of(a.redis)
+    own_calls: Counter[str] = Counter(info=len(nodes))  # the INFO of the first snapshot
+    s0 = snapshot_all(nodes)
+    r: Any = nodes[0]
+    if a.redis.startswith("redis+cluster://"):  # the meta key's slot may be on any master
+        first_node = nodes[0].connection_pool.connection_kwargs
+        r = redis.RedisCluster(
+            host=first_node["host"], port=first_node["port"], decode_responses=True
+        )
     procs: list[subprocess.Popen[bytes]] = []
     roots: list[int] = []
     t0 = time.monotonic()
@@ -114,9 +151,12 @@ def main() -> int:
                 roots.append(procs[-1].pid)
         codes = [p.wait() for p in procs]
     wall = time.monotonic() - t0
-    s1 = snapshot(r)
-    r.close()
-    by_cmd = Counter({k: v - s0["calls"].get(k, 0) for k, v in s1["calls"].items()})
+    s1 = snapshot_all(nodes)
+    for n in {id(x): x for x in [r, *nodes]}.values():
+        n.close()
+    by_cmd: Counter[str] = Counter()
+    for b, e in zip(s0, s1, strict=True):
+        by_cmd.update({k: v - b["calls"].get(k, 0) for k, v in e["calls"].items()})
     by_cmd.subtract(own_calls)
     by_cmd = +by_cmd  # drop zeros
     folders = sorted(a.out.glob("w*"))
@@ -144,12 +184,18 @@ def main() -> int:
         skitter_exit=next((c for c in codes if c != 0), 0),
         hosts=len(hosts),
         crawl_wall_s=round(wall, 2),
-        redis_cpu_s=round(s1["cpu"] - s0["cpu"], 3),
+        redis_cpu_s=round(sum(e["cpu"] - b["cpu"] for b, e in zip(s0, s1, strict=True)), 3),
+        redis_script_s=round(
+            sum(e["script_usec"] - b["script_usec"] for b, e in zip(s0, s1, strict=True)) / 1e6, 3
+        ),
+        redis_cpu_sys_s=round(sum(e["sys"] - b["sys"] for b, e in zip(s0, s1, strict=True)), 3),
+        redis_node_cpu_s=[round(e["cpu"] - b["cpu"], 3) for b, e in zip(s0, s1, strict=True)],
+        redis_nodes=len(nodes),
         redis_calls=calls,
         redis_script_calls=scripts,
         redis_by_command=dict(by_cmd.most_common()),
-        redis_base_memory_b=s0["used"],
-        redis_peak_memory_b=s1["peak"],
+        redis_base_memory_b=sum(b["used"] for b in s0),
+        redis_peak_memory_b=sum(e["peak"] for e in s1),  # per node peaks, summed
         output_bytes=out_bytes,
         output_files=out_files,
         **sampler.figures(),
@@ -157,6 +203,7 @@ def main() -> int:
     if pages:
         res["redis_cpu_us_per_page"] = round(res["redis_cpu_s"] / pages * 1e6, 1)
         res["redis_calls_per_page"] = round(calls / pages, 1)
+        res["redis_script_us_per_page"] = round(res["redis_script_s"] / pages * 1e6, 1)
         res["redis_script_calls_per_page"] = round(scripts / pages, 2)
     print(json.dumps(res))
     if os.environ.get("BENCH_OUT"):

@@ -35,9 +35,12 @@ REDIS_COLS = [
     ("pages_per_cpu_s", "pages/CPU-s", 1),
     ("redis_cpu_s", "Redis CPU s", 2),
     ("redis_cpu_us_per_page", "Redis CPU µs/page", 0),
+    ("redis_sys_share", "of it sys", 2),
+    ("redis_script_us_per_page", "script exec µs/page", 0),
     ("redis_calls_per_page", "Redis commands/page (scripts' inner included)", 1),
     ("redis_script_calls_per_page", "EVALSHA/page", 2),
     ("redis_peak_mb", "Redis peak MB", 1),
+    ("redis_busiest_node_share", "busiest node's share of Redis CPU", 2),
     ("peak_pss_mb", "crawler peak PSS MB", 1),
     ("loadavg_before", "load before", 2),
     ("loadavg_after", "load after", 2),
@@ -94,10 +97,17 @@ def main(rdir: Path) -> int:
         for r in rs:
             if isinstance(r.get("redis_peak_memory_b"), int):
                 r["redis_peak_mb"] = round(r["redis_peak_memory_b"] / 2**20, 1)
+            if isinstance(r.get("redis_cpu_sys_s"), float) and r.get("redis_cpu_s"):
+                r["redis_sys_share"] = round(r["redis_cpu_sys_s"] / r["redis_cpu_s"], 2)
+            if r.get("redis_node_cpu_s") and r.get("redis_cpu_s"):
+                r["redis_busiest_node_share"] = round(
+                    max(r["redis_node_cpu_s"]) / r["redis_cpu_s"], 3
+                )
     mfile = rdir / "machine.json"
     machine = json.loads(mfile.read_text()) if mfile.exists() else {}
     redis_k = sorted((k for k in groups if k.startswith("skitter-redis")),
-                     key=lambda k: groups[k][0].get("workers", 0))  # fmt: skip
+                     key=lambda k: (groups[k][0].get("redis_nodes", 1),
+                                    groups[k][0].get("workers", 0)))  # fmt: skip
     others = sorted(k for k in groups if k not in redis_k)
     keys = redis_k + others
     access = {
@@ -135,7 +145,9 @@ def main(rdir: Path) -> int:
     for r in order:
         if r.get("redis_by_command"):
             top = ", ".join(f"{c} {n}" for c, n in list(r["redis_by_command"].items())[:12])
-            lines.append(f"- {r['stem']}: {top}")
+            nodes = r.get("redis_node_cpu_s") or []
+            per_node = f" (CPU s per master: {nodes})" if len(nodes) > 1 else ""
+            lines.append(f"- {r['stem']}: {top}{per_node}")
     lines += ["", "## Coverage checks", ""]
     summary: dict[str, Any] = {"site": manifest, "machine": machine, "medians": {}, "checks": {}}
     cols = sorted({c for c, _, _ in REDIS_COLS} | {"wall_s", "peak_rss_mb", "other_cpu_s"})

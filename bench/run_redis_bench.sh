@@ -12,25 +12,26 @@
 #                       --resolve, Scrapy a pre-filled DNS cache, see bench/scrapy_urls.py)
 #   BENCH_CONCURRENCY [128]  per worker / crawl
 #   BENCH_WORKERS ["1 2 4"]  Redis worker counts, one row each
-#   BENCH_REDIS_TOOLS ["redis p2 scrapy"]  what runs in each round, in this order
+#   BENCH_REDIS_TOOLS ["redis p2 scrapy"]  what runs in each round, in this order; "cluster"
+#                       adds BENCH_CLUSTER_WORKERS [2] workers on a fresh 3-master Redis Cluster
 #   BENCH_REDIS_FSYNC [always]  the Redis server's appendfsync (docs/scale-out.md's setting)
 #   BENCH_KEEP [0], BENCH_SNAPSHOT [1], SHARED_BENCH [../shared/bench]  as bench/run_bench.sh
 # Results: bench/results/<UTC time>-redis/ (git-ignored), bench/results/latest-redis.
-# Each Redis run gets a fresh redis-server (loopback, free port, AOF on, its own folder),
-# stopped after the run. Every process started here is stopped on exit, success or failure.
+# Each Redis run gets a fresh redis-server (loopback, free port, AOF on, its own folder), or
+# three forming a cluster (cluster-announce-ip 127.0.0.1), stopped after the run. Every process started here is stopped on exit, success or failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SHARED=${SHARED_BENCH:-../shared/bench}
 HOSTS=${BENCH_HOSTS:-200}; PAGES=${BENCH_PAGES:-50}; RUNS=${BENCH_RUNS:-2}
 PORT=${BENCH_REDIS_PORT_HTTP:-8085}; CONC=${BENCH_CONCURRENCY:-128}
-WORKERS=${BENCH_WORKERS:-1 2 4}; FSYNC=${BENCH_REDIS_FSYNC:-always}; KEEP=${BENCH_KEEP:-0}
+WORKERS=${BENCH_WORKERS:-1 2 4}; CLUSTER_WORKERS=${BENCH_CLUSTER_WORKERS:-2}; FSYNC=${BENCH_REDIS_FSYNC:-always}; KEEP=${BENCH_KEEP:-0}
 TOOLS=" ${BENCH_REDIS_TOOLS:-redis p2 scrapy} "
 SKITTER_PY=${SKITTER_PY:-.venv/bin/python}
 BVENV=bench/.venv-scrapy
 . bench/bench_lib.sh  # die, venv, stop_child, run, make_site, snapshot_src, measure
 has() { [[ "$TOOLS" == *" $1 "* ]]; }
 for t in $TOOLS; do
-  case $t in redis|p2|scrapy) ;; *) die "unknown BENCH_REDIS_TOOLS entry '$t'" ;; esac
+  case $t in redis|cluster|p2|scrapy) ;; *) die "unknown BENCH_REDIS_TOOLS entry '$t'" ;; esac
 done
 
 # ---------------------------------------------------------------- prerequisites
@@ -49,15 +50,18 @@ if has scrapy; then venv "$BVENV" bench/requirements-scrapy.txt; fi
 
 # ---------------------------------------------------------------- cleanup, always
 child=""; nginx_pid=""; redis_dir=""; work=""
-stop_redis() {
+stop_redis() {  # every redis-server whose pid file is under $redis_dir (one, or a cluster's 3)
   [ -n "$redis_dir" ] || return 0
-  local pid
-  pid=$(cat "$redis_dir/redis.pid" 2>/dev/null || true)
-  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid"
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
+  local pid f
+  for f in "$redis_dir"/redis.pid "$redis_dir"/n*/redis.pid; do
+    [ -f "$f" ] || continue
+    pid=$(cat "$f" 2>/dev/null || true)
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+      kill -TERM "$pid"
+      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+  done
   rm -rf "$redis_dir"
   redis_dir=""
 }
@@ -79,19 +83,56 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-start_redis() {  # a fresh redis-server on a free loopback port; sets redis_url
-  redis_dir=$(mktemp -d "$work/redis.XXXXXX")
-  local port
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  redis-server --port "$port" --bind 127.0.0.1 --dir "$redis_dir" --appendonly yes \
+redis_node() {  # DIR PORT [extra redis-server args]: one fresh redis-server, waited for
+  local dir=$1 port=$2; shift 2
+  mkdir -p "$dir"
+  redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" --appendonly yes \
     --appendfsync "$FSYNC" --save "" --maxmemory-policy noeviction --daemonize yes \
-    --pidfile "$redis_dir/redis.pid" --logfile "$redis_dir/redis.log" >/dev/null
+    --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" "$@" >/dev/null
   for _ in $(seq 250); do
     [ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ] && break
     sleep 0.02
   done
-  [ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ] || die "redis-server did not start: $(tail -3 "$redis_dir/redis.log")"
+  [ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ] || die "redis-server did not start: $(tail -3 "$dir/redis.log")"
+}
+free_port() {  # a free loopback port P (with P + 10000 free too: a cluster node's bus port)
+  python3 -c '
+import random, socket
+for _ in range(200):
+    p = random.randrange(20000, 55536)
+    try:
+        with socket.socket() as a, socket.socket() as b:
+            a.bind(("127.0.0.1", p)); b.bind(("127.0.0.1", p + 10000))
+    except OSError:
+        continue
+    print(p); break'
+}
+start_redis() {  # a fresh redis-server on a free loopback port; sets redis_url
+  redis_dir=$(mktemp -d "$work/redis.XXXXXX")
+  local port
+  port=$(free_port)
+  redis_node "$redis_dir" "$port"
   redis_url=redis://127.0.0.1:$port/0
+}
+start_cluster() {  # 3 fresh masters forming a Redis Cluster (no replicas); sets redis_url
+  redis_dir=$(mktemp -d "$work/redis.XXXXXX")
+  local k port n nodes=()
+  for k in 0 1 2; do
+    port=$(free_port)
+    redis_node "$redis_dir/n$k" "$port" --cluster-enabled yes --cluster-config-file nodes.conf \
+      --cluster-announce-ip 127.0.0.1
+    nodes+=("127.0.0.1:$port")
+  done
+  redis-cli --cluster create "${nodes[@]}" --cluster-replicas 0 --cluster-yes >/dev/null
+  for _ in $(seq 500); do
+    local ok=0
+    for n in "${nodes[@]}"; do
+      redis-cli -p "${n##*:}" cluster info 2>/dev/null | grep -q cluster_state:ok && ok=$((ok + 1))
+    done
+    [ "$ok" = 3 ] && break
+    sleep 0.02
+  done
+  redis_url=redis+cluster://$(IFS=,; echo "${nodes[*]}")
 }
 
 # ---------------------------------------------------------------- site, nginx
@@ -129,6 +170,15 @@ for i in $(seq "$RUNS"); do
       measure "redis-w$n-r$i" "skitter-redis-w$n" env PYTHONPATH="$SKITTER_SRC" "$SKITTER_PY" \
         bench/redis_cluster_bench.py --site "$SITE" --out "$rdir/redis-w$n-r$i" \
         --redis "$redis_url" --workers "$n" --concurrency "$CONC"
+      stop_redis
+    done
+  fi
+  if has cluster; then
+    for n in $CLUSTER_WORKERS; do
+      start_cluster
+      measure "cluster-w$n-r$i" "skitter-redis-cluster3-w$n" env PYTHONPATH="$SKITTER_SRC" \
+        "$SKITTER_PY" bench/redis_cluster_bench.py --site "$SITE" \
+        --out "$rdir/cluster-w$n-r$i" --redis "$redis_url" --workers "$n" --concurrency "$CONC"
       stop_redis
     done
   fi
