@@ -124,3 +124,58 @@ def test_report_fails_skitter_but_only_notes_a_peer_for_politeness(tmp_path: Pat
     # spider-rs's rate is taken to its last page, not over its watchdog's wall time
     assert summary["medians"]["spider"]["pages_per_s"] == 4.0
     assert summary["medians"]["skitter-p1-c128"]["out_bytes_per_page"] == 50
+
+
+def _redis_results(tmp_path: Path) -> Path:
+    """A one-host results folder as bench/run_redis_bench.sh leaves it: 2 Redis workers that
+    split the two pages, robots.txt asked for, each worker's report.json "done"."""
+    rdir = tmp_path / "redis"
+    rdir.mkdir()
+    urls = ["http://h1.test:8085/", "http://h1.test:8085/a.html"]
+    (rdir / "urls.txt").write_text("\n".join(urls) + "\n")
+    manifest = dict(hosts=1, pages_per_host=2, seed=1, variants=0, crawlable_200=2, missing=0,
+                    port=8085, start=urls[0])  # fmt: skip
+    (rdir / "manifest.json").write_text(json.dumps(manifest))
+    log = ['1.0 0.001 h1.test 200 "GET /robots.txt HTTP/1.1" "text/plain" 5\n']
+    log += [f'1.1 0.001 h1.test 200 "GET {u[19:]} HTTP/1.1" "text/html" 10\n' for u in urls]
+    rec = dict(label="skitter-redis-w2", workers=2, pages=2, wall_s=1.0, cpu_s=0.5, exit=0,
+               skitter_exits=[0, 0], redis_cpu_s=0.25, redis_cpu_sys_s=0.05,
+               redis_node_cpu_s=[0.25], redis_peak_memory_b=2 * 2**20)  # fmt: skip
+    (rdir / "redis-w2-r1.json").write_text(json.dumps(rec))
+    (rdir / "redis-w2-r1.access").write_text("".join(log))
+    for k, u in enumerate(urls, 1):
+        w = rdir / "redis-w2-r1" / f"w{k}"
+        w.mkdir(parents=True)
+        (w / "pages.jsonl").write_text(json.dumps({"url": u, "status": 200}) + "\n")
+        (w / "report.json").write_text(json.dumps({"stop_reason": "done"}))
+    return rdir
+
+
+def test_redis_report_checks_the_workers_pages_together(tmp_path: Path) -> None:
+    import redis_report
+
+    rdir = _redis_results(tmp_path)
+    assert redis_report.main(rdir) == 0
+    summary = json.loads((rdir / "summary.json").read_text())
+    assert summary["checks"]["redis-w2-r1"] == []
+    med = summary["medians"]["skitter-redis-w2"]
+    assert med["redis_peak_mb"] == 2.0 and med["redis_sys_share"] == 0.2
+    # the second worker also recorded the first page: a URL in two workers is a FAIL
+    w2 = rdir / "redis-w2-r1" / "w2" / "pages.jsonl"
+    w2.write_text(w2.read_text() + json.dumps({"url": "http://h1.test:8085/", "status": 200}))
+    assert redis_report.main(rdir) == 1
+    probs = json.loads((rdir / "summary.json").read_text())["checks"]["redis-w2-r1"]
+    assert probs == ["1 URLs with records in two workers, e.g. ['http://h1.test:8085/']"]
+
+
+def test_report_takes_stop_reason_done_as_a_finished_crawl(tmp_path: Path) -> None:
+    import report
+
+    rdir = _results(tmp_path)
+    rep = rdir / "skitter-p1-c128-r1" / "report.json"
+    rep.write_text(rep.read_text().replace('"finished"', '"done"'))
+    r = {"stem": "skitter-p1-c128-r1", "exit": 0}
+    urls = set((rdir / "urls.txt").read_text().split())
+    assert report.check_skitter(r, rdir, urls, 0) == []
+    rep.write_text(rep.read_text().replace('"done"', '"max_pages"'))
+    assert report.check_skitter(r, rdir, urls, 0) == ["report.json stop_reason 'max_pages'"]
