@@ -303,6 +303,30 @@ async def test_frozen_worker_late_acks_refused(
     hits = page_hits(site)
     assert {u for u, n in hits.items() if n == 2} == a_urls
     assert max(hits.values()) == 2
+    # every record of a Redis worker carries its lease's fencing token; B's leases of A's
+    # two URLs came after A's expired, so their tokens are newer
+    b_fence = {r["url"]: r["fence"] for r in records(b_out)}
+    a_fence = {r["url"]: r["fence"] for r in records(a_out)}
+    assert all(a_fence[u] < b_fence[u] for u in a_urls)
+    assert len(set(b_fence.values()) | set(a_fence.values())) == len(want) + 2  # all distinct
+    # merge keeps B's record (the lease Redis accepted) of each URL, once
+    merged = tmp_path / "merged"
+    rc, out, err = await finish(
+        await start_cli("merge", str(a_out), str(b_out), "--out", str(merged)), 60
+    )
+    assert rc == 0, err
+    assert "2 earlier attempts superseded, 2 of them of lost leases" in out, out
+    m = records(merged)
+    assert sorted(r["url"] for r in m) == sorted(want)
+    assert {r["url"]: r["fence"] for r in m} == b_fence
+    stamp = json.loads((merged / "merged.json").read_text())
+    assert (stamp["superseded"], stamp["stale_leases"]) == (2, 2)
+    # the links rows of A's two pages come from B's folder (the accepted record's)
+    a_rows = {ln for ln in (a_out / "links.tsv").read_text().splitlines()[1:]}
+    m_rows = (merged / "links.tsv").read_text().splitlines()[1:]
+    b_rows = (b_out / "links.tsv").read_text().splitlines()[1:]
+    assert sorted(m_rows) == sorted(b_rows)
+    assert a_rows and all(r.split("\t", 1)[0] in a_urls for r in a_rows)
 
 
 async def test_max_pages_is_one_budget_for_every_worker(

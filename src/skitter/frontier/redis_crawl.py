@@ -11,7 +11,9 @@ adds what every worker of the crawl must agree on, so the crawl loop needs no Re
 * lease renewal: every ``lease_ttl_s / 3`` seconds the leases this worker holds are renewed
   (a frozen worker stops renewing, its leases expire and go to others; its late ack is then
   refused by the fencing token);
-* a heartbeat (``skitter status`` counts live workers).
+* a heartbeat (``skitter status`` counts live workers);
+* the fencing token of each lease, stamped on the URL's pages.jsonl record
+  (:meth:`stamp_fence`) so ``skitter merge`` keeps the page of the lease Redis accepted.
 
 The state, the heartbeat and the renewals run in one background task started by
 :meth:`start` (real time: ``asyncio.sleep``); :meth:`refresh` does one round at once.
@@ -36,6 +38,7 @@ from skitter.frontier.redis import RedisFrontier
 from skitter.models import Lease, Request
 
 if TYPE_CHECKING:
+    from skitter.export.pages import PageRecord
     from skitter.settings import CrawlSettings
 
 __all__ = ["WORKER_FILE", "SharedCrawlFrontier", "open_worker_frontier"]
@@ -91,6 +94,9 @@ class SharedCrawlFrontier:
         self._last_renew = 0.0
         #: leases this worker lost (expired and handed out again) while it held them
         self.lost = 0
+        # requested URL -> fencing token of its lease, until the lease is acked/retried
+        # (kept even once the lease is lost: the late record still carries its token)
+        self._fences: dict[str, int] = {}
 
     @property
     def client(self) -> Any:
@@ -190,7 +196,17 @@ class SharedCrawlFrontier:
             return None
         self._held[lease.token] = lease
         self._held_since[lease.token] = time.monotonic()
+        self._fences[lease.request.requested_url] = lease.token
         return lease
+
+    def stamp_fence(self, rec: PageRecord) -> None:
+        """Set ``rec.fence`` to the token of the lease its URL is held under (the
+        :attr:`PagesWriter.stamp` of a Redis worker); left None for a URL not leased here."""
+        rec.fence = self._fences.get(rec.url)
+
+    def _settled(self, lease: Lease) -> None:
+        if self._fences.get(lease.request.requested_url) == lease.token:
+            del self._fences[lease.request.requested_url]
 
     async def _take(self) -> int:
         assert self.max_pages is not None
@@ -212,6 +228,7 @@ class SharedCrawlFrontier:
         """
         held = self._held.pop(lease.token, None)
         self._held_since.pop(lease.token, None)
+        self._settled(lease)
         await self.inner.ack(
             lease, not_before=not_before, status=status, etag=etag, last_modified=last_modified
         )
@@ -222,6 +239,7 @@ class SharedCrawlFrontier:
         """See :meth:`RedisFrontier.retry`; the page reserved for the lease is given back."""
         held = self._held.pop(lease.token, None)
         self._held_since.pop(lease.token, None)
+        self._settled(lease)
         await self.inner.retry(lease, not_before=not_before, count_attempt=count_attempt)
         if held is not None:
             await self._give_back()
