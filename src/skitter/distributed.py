@@ -39,7 +39,7 @@ from redis.asyncio.cluster import ClusterNode, RedisCluster
 from skitter.errors import ConfigError, FrontierError
 from skitter.frontier.redis import RedisFrontier
 from skitter.models import Response
-from skitter.settings import is_redis_url
+from skitter.settings import REDACTED, is_redis_url
 
 __all__ = [
     "STATES",
@@ -94,6 +94,14 @@ def _where(url: str) -> str:
     return f"{scheme}://{netloc.rpartition('@')[2]}{'/' + path if path else ''}"
 
 
+def _check_not_redacted(password: str | None) -> None:
+    if password == REDACTED:
+        raise ValueError(
+            "the password is not kept in the crawl folder: give the URL with its password "
+            "(skitter crawl --resume ... --frontier redis://:PASSWORD@HOST:PORT/DB)"
+        )
+
+
 def _client(url: str) -> Any:
     """A client for ``url`` (not yet connected). Raises ConfigError on a bad URL."""
     try:
@@ -102,6 +110,7 @@ def _client(url: str) -> Any:
         if scheme in ("redis", "rediss"):
             if not parts.hostname:
                 raise ValueError("no host")
+            _check_not_redacted(parts.password)
             _ = parts.port  # raises ValueError on a bad port
             db = parts.path.strip("/") or "0"
             if not db.isdigit():
@@ -116,6 +125,7 @@ def _client(url: str) -> Any:
                 if not host or not port.isdigit():
                     raise ValueError(f"bad node {part!r} (want HOST:PORT)")
                 nodes.append(ClusterNode(host.strip("[]"), int(port)))
+            _check_not_redacted(parts.password)
             password = unquote(parts.password) if parts.password else None
             return RedisCluster(
                 startup_nodes=nodes,

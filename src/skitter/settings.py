@@ -19,6 +19,7 @@ from skitter.errors import ConfigError
 
 __all__ = [
     "DEFAULT_USER_AGENT",
+    "REDACTED",
     "SCOPES",
     "CrawlSettings",
     "FetchSettings",
@@ -27,6 +28,7 @@ __all__ = [
     "QualitySettings",
     "ScopeSettings",
     "is_redis_url",
+    "redact_url",
 ]
 
 DEFAULT_USER_AGENT = f"Skitter/{__version__} (+https://github.com/skitter-crawler/skitter)"
@@ -461,3 +463,23 @@ def is_redis_url(frontier: str) -> bool:
     """True when a ``frontier`` setting names a Redis URL (``redis://``, ``rediss://``,
     ``redis+cluster://``) rather than ``sqlite`` or ``memory``."""
     return frontier.split("://", 1)[0].lower() in ("redis", "rediss", "redis+cluster")
+
+
+#: What a Redis URL's password becomes in every file and message Skitter writes.
+REDACTED = "***"
+
+
+def redact_url(frontier: str) -> str:
+    """``frontier`` with the password of a Redis URL replaced by ``***``
+    (``redis://:secret@h:6379/0`` -> ``redis://:***@h:6379/0``; a user name is kept); any
+    other value unchanged. What state.json, report.json, logs and messages hold."""
+    if not is_redis_url(frontier):
+        return frontier
+    scheme, _, rest = frontier.partition("://")
+    netloc, slash, path = rest.partition("/")
+    auth, at, hosts = netloc.rpartition("@")
+    if not at:
+        return frontier
+    user, colon, _ = auth.partition(":")
+    auth = f"{user}:{REDACTED}" if colon else REDACTED
+    return f"{scheme}://{auth}@{hosts}{slash}{path}"

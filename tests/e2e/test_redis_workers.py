@@ -381,3 +381,65 @@ async def test_ip_concurrency_holds_across_workers(
     want = {site.url(h, p) for h in HOSTS for p in ("/", "/p/0", "/p/1", "/p/2", "/p/3")}
     assert sorted(urls) == sorted(want)
     assert max_overlap(site) <= 3
+
+
+def files_holding(root: Path, secret: bytes) -> list[str]:
+    """Every file under ``root`` whose bytes (gunzipped too, for .gz) contain ``secret``."""
+    import gzip
+
+    found = []
+    for p in sorted(root.rglob("*")):
+        if not p.is_file():
+            continue
+        data = p.read_bytes()
+        if p.suffix == ".gz":
+            data += gzip.decompress(data)
+        if secret in data:
+            found.append(str(p))
+    return found
+
+
+async def test_redis_password_never_written_or_printed(site: Site, tmp_path: Path) -> None:
+    """The password of the frontier URL is in no file the crawl and a worker write
+    (state.json, report.json, the log, pages, WARCs, status.url) nor on their stderr/stdout:
+    it is ``***``; a resume must be given the URL again (one line, exit 2 without it)."""
+    secret = "Pw-s3cret-42"
+    server = RedisServer(tmp_path / "redis", password=secret)
+    server.start()
+    try:
+        for i, h in enumerate(HOSTS[:2]):
+            site.route(h, "/", slow_page(page_body("/p/0", site.url(HOSTS[1 - i], "/")), 0.0))
+            site.route(h, "/p/0", slow_page(page_body("/"), 0.0))
+        outs = [tmp_path / "out" / f"w{k}" for k in range(2)]
+        args = crawl_args(site, HOSTS[:2], outs[0], "--frontier", server.url, "--crawl-id", "pw")
+        (tmp_path / "out").mkdir()
+        log = tmp_path / "out" / "crawl.log"
+        args += ["--log-file", str(log), "--verbose", "--status-port", "0"]
+        first = await start_cli(*args, *(site.url(h, "/") for h in HOSTS[:2]))
+        await wait_for(lambda: (outs[0] / "worker.json").exists(), first)
+        worker = await start_cli(
+            "worker", server.url, "--out", str(outs[1]), "--crawl-id", "pw", "--verbose"
+        )
+        results = await finish_all([first, worker])
+        for rc, _, err in results:
+            assert rc == 0, err
+        urls = {r["url"] for o in outs for r in records(o)}
+        assert urls == {site.url(h, p) for h in HOSTS[:2] for p in ("/", "/p/0")}
+        state = json.loads((outs[0] / "state.json").read_text())
+        assert state["settings"]["frontier"] == f"redis://:***@127.0.0.1:{server.port}/0"
+        assert log.stat().st_size > 0
+        # the redacted URL (as state.json has it) cannot connect: one line saying why
+        redacted = state["settings"]["frontier"]
+        rc, out, err = await finish(await start_cli("worker", redacted, "--out", str(outs[1])))
+        assert rc == 2 and err.count("\n") == 1 and "password is not kept" in err, err
+        results.append((rc, out, err))
+        # a worker whose Redis went away: the hint on stderr is redacted too
+        server.kill9()
+        gone = await start_cli("worker", server.url, "--out", str(outs[1]), "--crawl-id", "pw")
+        results.append(await finish(gone, 60))
+        assert results[-1][0] == 2 and "redis://127.0.0.1" in results[-1][2], results[-1][2]
+        for _, out, err in results:
+            assert secret not in out and secret not in err, (out, err)
+        assert files_holding(tmp_path / "out", secret.encode()) == []
+    finally:
+        server.stop()
