@@ -37,7 +37,8 @@ import redis.exceptions as rexc
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 
 from skitter.errors import ConfigError, FrontierError
-from skitter.frontier.redis import RedisFrontier
+from skitter.frontier.redis import RedisFrontier, shard_prefix
+from skitter.frontier.redis_lua import RATE_BUCKET_S, RATE_BUCKETS
 from skitter.models import Response
 from skitter.settings import REDACTED, is_redis_url
 
@@ -57,6 +58,7 @@ __all__ = [
     "load_crawl",
     "open_frontier",
     "read_status",
+    "recent_rate",
     "release_ip",
     "set_state",
     "shared_robots_fetch",
@@ -203,7 +205,9 @@ class CrawlStatus:
         state: running, paused or stopped.
         pending / leased / done / hosts: frontier counts (:class:`FrontierCounts`).
         workers_alive: workers whose heartbeat is at most ``alive_s`` seconds old.
-        pages_per_s: done URLs per second since the crawl was created (server clock).
+        pages_per_s: URLs done per second over the last minute (server clock; the shards'
+            ``rate`` buckets, see :mod:`skitter.frontier.redis_lua`), over the crawl's
+            life when it is younger.
         elapsed_s: seconds since the crawl was created.
         pages_taken: the ``--max-pages`` budget taken so far.
     """
@@ -218,6 +222,12 @@ class CrawlStatus:
     pages_per_s: float
     elapsed_s: float
     pages_taken: int
+    avg_pages_per_s: float = 0.0
+
+    @property
+    def finished(self) -> bool:
+        """Nothing pending or leased and something done: the crawl is over."""
+        return self.pending == 0 and self.leased == 0 and self.done > 0
 
 
 async def _server_time(client: Any) -> float:
@@ -406,6 +416,10 @@ async def read_status(client: Any, crawl_id: str, *, alive_s: float = 60.0) -> C
         raise ConfigError(f"no crawl {crawl_id!r} in Redis")
     frontier = await RedisFrontier.open(client, crawl_id)
     counts = await frontier.counts()
+    pipe = client.pipeline(transaction=False)
+    for s in range(frontier.shards):
+        pipe.hgetall(shard_prefix(crawl_id, s) + "rate")
+    buckets: list[dict[str, str]] = await pipe.execute()
     now = await _server_time(client)
     alive = await client.zcount(crawl_key(crawl_id, "workers"), now - alive_s, "+inf")
     taken = int(await client.get(crawl_key(crawl_id, "pages")) or 0)
@@ -418,10 +432,23 @@ async def read_status(client: Any, crawl_id: str, *, alive_s: float = 60.0) -> C
         done=counts.done,
         hosts=counts.hosts,
         workers_alive=int(alive),
-        pages_per_s=counts.done / elapsed if elapsed > 0 else 0.0,
+        pages_per_s=recent_rate(buckets, now, elapsed),
         elapsed_s=elapsed,
         pages_taken=taken,
+        avg_pages_per_s=counts.done / elapsed if elapsed > 0 else 0.0,
     )
+
+
+def recent_rate(buckets: list[dict[str, str]], now: float, elapsed_s: float) -> float:
+    """URLs per second over the last minute: the counts of the shards' ``rate`` buckets
+    (``{bucket: count}`` each; bucket = server seconds // :data:`RATE_BUCKET_S`) of the last
+    :data:`RATE_BUCKETS` buckets, the current one included, over the seconds from the
+    oldest one's start to ``now`` (55-60 s; ``elapsed_s`` when the crawl is younger)."""
+    current = int(now // RATE_BUCKET_S)
+    first = current - RATE_BUCKETS + 1
+    total = sum(int(n) for b in buckets for k, n in b.items() if first <= int(k) <= current)
+    window = min(now - first * RATE_BUCKET_S, elapsed_s)
+    return total / window if window > 0 else 0.0
 
 
 def _response_to_json(resp: Response) -> str:

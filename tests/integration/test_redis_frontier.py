@@ -309,3 +309,70 @@ async def test_ack_sent_again_after_a_lost_reply_is_not_stale(client: Any) -> No
     with pytest.raises(FrontierError, match="stale"):
         await f.ack(lease, not_before=0)
     assert (await f.counts()).done == 1
+
+
+def test_recent_rate_counts_the_last_minute_only() -> None:
+    # bucket = seconds // 5; now 503 s: buckets 89..100 count, from 445 s to now (58 s)
+    buckets = [{"100": "10", "88": "99"}, {"89": "19"}, {}]
+    assert dist.recent_rate(buckets, 503.0, 10_000.0) == pytest.approx(29 / 58)
+    assert dist.recent_rate(buckets, 503.0, 20.0) == pytest.approx(29 / 20)  # a young crawl
+    assert dist.recent_rate(buckets, 503.0, 0.0) == 0.0
+
+
+async def test_status_pages_per_s_is_over_the_last_minute(client: Any) -> None:
+    """Acks count in the shards' 5-second buckets; an old bucket is dropped when a new one
+    starts; status divides the last minute's acks by the minute, not the crawl's life."""
+    crawl = cid()
+    await dist.create_crawl(client, crawl, {}, resume=False)
+    await client.hset(dist.crawl_key(crawl, "meta"), "created", "1000.0")  # long ago
+    f = await RedisFrontier.open(client, crawl, shards=4, buckets=4)
+    await f.add([Request(f"https://h{i}.test/") for i in range(6)])
+    leases = [await f.lease(0) for _ in range(6)]
+    assert all(leases)
+    rate_keys = [f"{{{crawl}:{s}}}:rate" for s in range(4)]
+    shard0 = next(i for i, le in enumerate(leases) if f._shard(le.host) == 0)  # type: ignore[union-attr]
+    for i, le in enumerate(leases):
+        if i != shard0:
+            assert le is not None
+            await f.ack(le, not_before=0)
+    counts = [await client.hgetall(k) for k in rate_keys]
+    assert sum(int(n) for c in counts for n in c.values()) == 5
+    # shard 0: only a bucket of an hour ago; its next ack starts a bucket and drops it
+    sec, _ = await client.time()
+    old = str(int(sec) // 5 - 720)
+    await client.delete(rate_keys[0])
+    await client.hset(rate_keys[0], old, 5000)
+    lease0 = leases[shard0]
+    assert lease0 is not None
+    await f.ack(lease0, not_before=0)
+    got = await client.hgetall(rate_keys[0])
+    assert old not in got and sum(int(n) for n in got.values()) == 1
+    await client.hset(rate_keys[1], old, 7000)  # kept until shard 1 starts a bucket: not read
+    st = await dist.read_status(client, crawl)
+    assert 6 / 60 <= st.pages_per_s <= 6 / 55
+    assert st.avg_pages_per_s == pytest.approx(6 / st.elapsed_s)
+    assert st.finished
+
+
+async def test_status_watch_ends_when_the_crawl_is_over(
+    client: Any, redis_server: RedisServer
+) -> None:
+    from tests.integration.test_processes import finish, start_cli
+
+    crawl = cid()
+    await dist.create_crawl(client, crawl, {}, resume=False)
+    f = await RedisFrontier.open(client, crawl, shards=2, buckets=4)
+    await f.add([Request(f"https://h{i}.test/") for i in range(3)])
+    proc = await start_cli(
+        "status", redis_server.url, "--crawl-id", crawl, "--watch", "0.05", "--json"
+    )
+    assert proc.stdout is not None
+    first = json.loads(await asyncio.wait_for(proc.stdout.readline(), 60))
+    assert (first["pending"], first["done"]) == (3, 0)
+    while (lease := await f.lease(0)) is not None:
+        await f.ack(lease, not_before=0)
+    rc, out, err = await finish(proc, 60)
+    assert rc == 0, err
+    last = json.loads(out.splitlines()[-1])
+    assert (last["pending"], last["leased"], last["done"]) == (0, 0, 3)
+    assert last["pages_per_s"] > 0

@@ -24,6 +24,9 @@ Keys of a shard (``sp`` = ``{CRAWL:s}:``):
 * ``seq``     counter of entries; ``tok`` the last token issued (microseconds, see below)
 * ``settled`` sorted set: the last 4096 tokens acked or retried (an ack or retry sent again
               after its reply was lost -- Redis restarted -- answers "already done")
+* ``rate``    hash: 5-second bucket (server ``TIME`` // 5) -> URLs acked in it; buckets
+              older than a minute are dropped when a new one starts (``skitter status``
+              pages/s over the last minute)
 
 Clock: ARGV[2] is ``c`` (times are the caller's: the contract suite's fake clock) or ``s``
 (the server's: ``skew = TIME - ARGV[3]``, the caller's clock reading when it sent the call,
@@ -44,6 +47,8 @@ __all__ = [
     "LEASE",
     "MARK_DONE",
     "NOTE_INLINKS",
+    "RATE_BUCKETS",
+    "RATE_BUCKET_S",
     "RECLAIM",
     "RENEW",
     "RETRY",
@@ -53,7 +58,13 @@ __all__ = [
 #: Entries per (priority, depth) level of a shard: the seq part of a queue score.
 SEQ = 2**33
 
-_LIB = r"""
+#: Seconds per bucket of a shard's ``rate`` hash, and buckets kept (one minute).
+RATE_BUCKET_S = 5
+RATE_BUCKETS = 12
+
+_LIB = (
+    f"local RATE_BUCKET = {RATE_BUCKET_S}\nlocal RATE_BUCKETS = {RATE_BUCKETS}\n"
+    + r"""
 local sp = string.sub(KEYS[1], 1, #KEYS[1] - 1)
 local SEQ = 8589934592
 local skew = 0
@@ -169,6 +180,7 @@ local function get_rec(tok, host)
   return score, member
 end
 """
+)
 
 #: ARGV: sp-args(4), force, then 8 per request: fp8, fp16, bucket, host, pd, json, fkey16,
 #: requested_url. Returns {skew, i0, i1, ...}: 0-based indexes of the requests enqueued.
@@ -280,6 +292,13 @@ if redis.call('HEXISTS', sp .. 'forced', key) == 1 then
 end
 redis.call('DEL', sp .. 'il:' .. key)
 redis.call('HINCRBY', sp .. 'n', 'done', 1)
+local t = redis.call('TIME')
+local bucket = math.floor(tonumber(t[1]) / RATE_BUCKET)
+if redis.call('HINCRBY', sp .. 'rate', bucket, 1) == 1 then
+  for _, b in ipairs(redis.call('HKEYS', sp .. 'rate')) do
+    if tonumber(b) < bucket - RATE_BUCKETS then redis.call('HDEL', sp .. 'rate', b) end
+  end
+end
 delay(host, tonumber(ARGV[7]) + skew)
 touch(host)
 return {fmt(skew), 1}
