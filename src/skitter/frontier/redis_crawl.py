@@ -13,7 +13,10 @@ adds what every worker of the crawl must agree on, so the crawl loop needs no Re
   refused by the fencing token);
 * a heartbeat (``skitter status`` counts live workers);
 * the fencing token of each lease, stamped on the URL's pages.jsonl record
-  (:meth:`stamp_fence`) so ``skitter merge`` keeps the page of the lease Redis accepted.
+  (:meth:`stamp_fence`) so ``skitter merge`` keeps the page of the lease Redis accepted;
+* the lease guard: no request of a lease starts within :attr:`margin_s` (a third of
+  ``--lease-ttl``) of the lease's expiry: :meth:`before_request` renews it first, or gives
+  it up when it was lost (:class:`LeaseGuardFetcher` calls it before every request).
 
 The state, the heartbeat and the renewals run in one background task started by
 :meth:`start` (real time: ``asyncio.sleep``); :meth:`refresh` does one round at once.
@@ -35,13 +38,14 @@ from skitter import distributed as dist
 from skitter.errors import FrontierError
 from skitter.frontier.base import AddResult, FrontierCounts
 from skitter.frontier.redis import RedisFrontier
-from skitter.models import Lease, Request
+from skitter.models import Lease, Request, Response
 
 if TYPE_CHECKING:
     from skitter.export.pages import PageRecord
+    from skitter.fetch.base import Fetcher
     from skitter.settings import CrawlSettings
 
-__all__ = ["WORKER_FILE", "SharedCrawlFrontier", "open_worker_frontier"]
+__all__ = ["WORKER_FILE", "LeaseGuardFetcher", "SharedCrawlFrontier", "open_worker_frontier"]
 
 #: File of a worker's output folder holding its worker id (kept across resumes).
 WORKER_FILE = "worker.json"
@@ -94,9 +98,9 @@ class SharedCrawlFrontier:
         self._last_renew = 0.0
         #: leases this worker lost (expired and handed out again) while it held them
         self.lost = 0
-        # requested URL -> fencing token of its lease, until the lease is acked/retried
-        # (kept even once the lease is lost: the late record still carries its token)
-        self._fences: dict[str, int] = {}
+        # requested URL -> its lease, until the lease is acked/retried (kept even once the
+        # lease is lost: the late record still carries its token; the guard refuses it)
+        self._open: dict[str, Lease] = {}
 
     @property
     def client(self) -> Any:
@@ -156,7 +160,7 @@ class SharedCrawlFrontier:
                 await self._give_back()
                 continue
             try:
-                await self.inner.renew(lease, self._clock())
+                self._keep(await self.inner.renew(lease, self._clock()))
             except FrontierError:
                 self._held_since.pop(token, None)
                 if self._held.pop(token, None) is not None:
@@ -196,17 +200,64 @@ class SharedCrawlFrontier:
             return None
         self._held[lease.token] = lease
         self._held_since[lease.token] = time.monotonic()
-        self._fences[lease.request.requested_url] = lease.token
+        self._open[lease.request.requested_url] = lease
         return lease
 
     def stamp_fence(self, rec: PageRecord) -> None:
         """Set ``rec.fence`` to the token of the lease its URL is held under (the
         :attr:`PagesWriter.stamp` of a Redis worker); left None for a URL not leased here."""
-        rec.fence = self._fences.get(rec.url)
+        lease = self._open.get(rec.url)
+        rec.fence = lease.token if lease is not None else None
 
     def _settled(self, lease: Lease) -> None:
-        if self._fences.get(lease.request.requested_url) == lease.token:
-            del self._fences[lease.request.requested_url]
+        held = self._open.get(lease.request.requested_url)
+        if held is not None and held.token == lease.token:
+            del self._open[lease.request.requested_url]
+
+    def _keep(self, lease: Lease) -> None:
+        """Keep a renewed ``lease`` (its new expiry) where the old one was."""
+        if lease.token in self._held:
+            self._held[lease.token] = lease
+        held = self._open.get(lease.request.requested_url)
+        if held is not None and held.token == lease.token:
+            self._open[lease.request.requested_url] = lease
+
+    @property
+    def margin_s(self) -> float:
+        """Seconds before a lease's expiry within which no request of it starts (a third
+        of the lease's life: renewals come every third, so a live worker never gets there)."""
+        return self.inner.lease_ttl_s / 3
+
+    async def before_request(self, request: Request) -> None:
+        """Called before each request (each hop) of a lease's URL: a lease with less than
+        :attr:`margin_s` seconds left is renewed first; one already lost (expired and
+        handed to another worker, e.g. while this worker was frozen) is given up.
+
+        A request of no lease of this worker (``requested_url`` not leased here) passes.
+
+        Raises:
+            FrontierError: the lease was lost (or Redis stayed unreachable): the request
+                must not be made (the crawl loop logs it; the lease is another's now).
+        """
+        lease = self._open.get(request.requested_url)
+        if lease is None:
+            return
+        if lease.token in self._held:
+            lease = self._held[lease.token]
+            if lease.expires_at - self._clock() >= self.margin_s:
+                return
+            try:
+                self._keep(await self.inner.renew(lease, self._clock()))
+                return
+            except FrontierError:
+                if self._held.pop(lease.token, None) is not None:
+                    self._held_since.pop(lease.token, None)
+                    self.lost += 1
+                    await self._give_back()
+        raise FrontierError(
+            f"lease of {request.requested_url} lost before its request (token {lease.token}): "
+            "not fetched"
+        )
 
     async def _take(self) -> int:
         assert self.max_pages is not None
@@ -295,6 +346,29 @@ class SharedCrawlFrontier:
             self._task = None
         with contextlib.suppress(Exception):
             await self._r.zrem(dist.crawl_key(self.crawl_id, "workers"), str(self.worker_id))
+        await self.inner.aclose()
+
+
+class LeaseGuardFetcher:
+    """A :class:`~skitter.fetch.base.Fetcher` that asks the worker's frontier before each
+    request (:meth:`SharedCrawlFrontier.before_request`: renew a lease near its expiry,
+    refuse one that was lost), then fetches with ``inner``.
+
+    Raises (from :meth:`fetch`): :class:`FrontierError` for a lost lease (nothing sent),
+    else what ``inner`` raises.
+    """
+
+    def __init__(self, inner: Fetcher, frontier: SharedCrawlFrontier) -> None:
+        self.inner = inner
+        self.frontier = frontier
+
+    async def fetch(self, request: Request, **kwargs: Any) -> Response:
+        """See :meth:`skitter.fetch.base.Fetcher.fetch`."""
+        await self.frontier.before_request(request)
+        return await self.inner.fetch(request, **kwargs)
+
+    async def aclose(self) -> None:
+        """Close ``inner``."""
         await self.inner.aclose()
 
 
