@@ -9,7 +9,9 @@ the workers of one crawl share besides it, under keys with the hash tag ``{CRAWL
 * ``{CRAWL}:frontier`` hash: the frontier's shard and bucket counts.
 * ``{CRAWL}:wid``      counter of worker ids; ``{CRAWL}:workers`` sorted set: worker id ->
   last heartbeat (server seconds).
-* ``{CRAWL}:pages``    the ``--max-pages`` budget taken so far.
+* ``{CRAWL}:pages``    the ``--max-pages`` budget taken so far (pages recorded + reserved);
+  ``{CRAWL}:resv`` hash: worker id -> pages it has reserved (leases in flight), returned
+  when its heartbeat stops (:func:`take_pages`).
 * ``{CRAWL}:ip:ADDR``  sorted set: ``--ip-concurrency`` tokens held on ADDR -> expiry.
 * ``{CRAWL}:robots:ORIGIN`` string: a robots.txt body shared by the workers, with its TTL.
 
@@ -47,6 +49,7 @@ __all__ = [
     "CrawlStatus",
     "acquire_ip",
     "check_crawl_id",
+    "confirm_page",
     "connect",
     "crawl_key",
     "crawl_state",
@@ -344,34 +347,86 @@ async def heartbeat(client: Any, crawl_id: str, worker_id: int | None = None) ->
 
 
 _TAKE = r"""
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local dead = now - tonumber(ARGV[4])
+local resv = redis.call('HGETALL', KEYS[2])
+local outstanding = 0
+for i = 1, #resv, 2 do
+  local w, k = resv[i], tonumber(resv[i + 1])
+  local beat = redis.call('ZSCORE', KEYS[3], w)
+  if w ~= ARGV[3] and (not beat or tonumber(beat) < dead) then
+    -- a worker silent past its leases' life: its reservations come back
+    redis.call('HDEL', KEYS[2], w)
+    local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
+    redis.call('SET', KEYS[1], math.max(cur - k, 0))
+  else
+    outstanding = outstanding + k
+  end
+end
 local max = tonumber(ARGV[1])
 local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
-local want = tonumber(ARGV[2])
-local n = math.min(want, max - cur)
-if n <= 0 then return 0 end
+local n = math.min(tonumber(ARGV[2]), max - cur)
+if n <= 0 then
+  if outstanding > 0 then return 0 end
+  return -1
+end
 redis.call('INCRBY', KEYS[1], n)
+redis.call('HINCRBY', KEYS[2], ARGV[3], n)
 return n
 """
 
 
-async def take_pages(client: Any, crawl_id: str, max_pages: int, n: int = 1) -> int:
-    """Take up to ``n`` pages of the crawl-wide ``--max-pages`` budget; how many were taken."""
+def _budget_keys(crawl_id: str) -> list[str]:
+    return [crawl_key(crawl_id, k) for k in ("pages", "resv", "workers")]
+
+
+async def take_pages(
+    client: Any, crawl_id: str, max_pages: int, worker_id: int, dead_after_s: float, n: int = 1
+) -> int:
+    """Reserve up to ``n`` pages of the crawl-wide ``--max-pages`` budget for worker
+    ``worker_id``: how many were reserved, or 0 when none is left now but some are reserved
+    by workers (they may come back), or -1 when the budget is spent for good.
+
+    The reservations of a worker whose heartbeat is older than ``dead_after_s`` seconds
+    (server clock; its leases have expired: killed) are first returned to the budget.
+    A reservation ends with :func:`confirm_page` (a 2xx page) or :func:`give_back_pages`.
+    """
     script = client.register_script(_TAKE)
-    got = await script(keys=[crawl_key(crawl_id, "pages")], args=[max_pages, n])
+    got = await script(
+        keys=_budget_keys(crawl_id), args=[max_pages, n, worker_id, repr(dead_after_s)]
+    )
     return int(got)
 
 
-_GIVE_BACK = r"""
-local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
-if cur > 0 then redis.call('DECR', KEYS[1]) end
+_SETTLE = r"""
+local r = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
+if r > 0 then
+  if r == 1 then redis.call('HDEL', KEYS[2], ARGV[1])
+  else redis.call('HINCRBY', KEYS[2], ARGV[1], -1) end
+  if ARGV[2] == 'back' then
+    local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
+    if cur > 0 then redis.call('DECR', KEYS[1]) end
+  end
+elseif ARGV[2] == 'page' then
+  redis.call('INCR', KEYS[1])  -- its reservation was returned (thought dead): count it
+end
 return 0
 """
 
 
-async def give_back_pages(client: Any, crawl_id: str) -> None:
-    """Return one page to the ``--max-pages`` budget (never below 0)."""
-    script = client.register_script(_GIVE_BACK)
-    await script(keys=[crawl_key(crawl_id, "pages")], args=[])
+async def give_back_pages(client: Any, crawl_id: str, worker_id: int) -> None:
+    """Return one page reserved by ``worker_id`` to the budget (never below 0; nothing if
+    its reservations were already returned as those of a dead worker)."""
+    script = client.register_script(_SETTLE)
+    await script(keys=_budget_keys(crawl_id), args=[worker_id, "back"])
+
+
+async def confirm_page(client: Any, crawl_id: str, worker_id: int) -> None:
+    """A page reserved by ``worker_id`` was recorded (2xx): its reservation is spent. A
+    worker thought dead (frozen) whose reservations were returned counts it again."""
+    script = client.register_script(_SETTLE)
+    await script(keys=_budget_keys(crawl_id), args=[worker_id, "page"])
 
 
 _ACQUIRE_IP = r"""

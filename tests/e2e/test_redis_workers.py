@@ -346,6 +346,46 @@ async def test_max_pages_is_one_budget_for_every_worker(
     assert len({r["url"] for r in recs}) == 20
 
 
+async def test_killed_worker_reserved_pages_come_back(
+    site: Site, tmp_path: Path, redis_server_own: RedisServer
+) -> None:
+    """Worker b is killed (kill -9) holding --max-pages reservations (its leases in flight):
+    once its heartbeat is older than its leases' life they return to the budget, and the
+    crawl still records exactly --max-pages pages (after merge: one record per URL)."""
+    import redis
+
+    build_site(site, delay_s=0.3)
+    outs = [tmp_path / f"w{k}" for k in range(3)]
+    first = await start_crawl(site, redis_server_own, outs[0], "--max-pages", "30")
+    await wait_for(lambda: (outs[0] / "worker.json").exists(), first)
+    a = await start_worker(redis_server_own, outs[1])
+    b = await start_worker(redis_server_own, outs[2])
+    await wait_for(lambda: (outs[2] / "worker.json").exists(), b)
+    wid = str(json.loads((outs[2] / "worker.json").read_text())["worker_id"])
+    sync = redis.Redis.from_url(redis_server_own.url, decode_responses=True)
+    resv = "{e2e}:resv"
+    try:
+        await wait_for(
+            lambda: len(records(outs[2])) >= 2 and int(sync.hget(resv, wid) or 0) >= 1, b
+        )
+        with_group_killed(b)
+        await b.wait()
+        held = int(sync.hget(resv, wid) or 0)
+        assert held >= 1  # b died holding reservations
+        for rc, _, err in await finish_all([first, a]):
+            assert rc == 0, err
+        assert sync.hget(resv, wid) is None  # returned
+    finally:
+        sync.close()
+    rc, out, err = await finish(
+        await start_cli("merge", *map(str, outs), "--out", str(tmp_path / "m")), 60
+    )
+    assert rc == 0, err
+    merged = records(tmp_path / "m")
+    assert [r["status"] for r in merged] == [200] * 30, out
+    assert len({r["url"] for r in merged}) == 30
+
+
 def max_overlap(site: Site) -> int:
     """Most requests the server had in progress at once (every host is on 127.0.0.1)."""
     events = sorted([(h.start, 1) for h in site.hits] + [(h.end, -1) for h in site.hits])

@@ -93,6 +93,8 @@ async def test_page_budget_is_shared_and_non_2xx_gives_it_back(client: Any) -> N
     for f, lease in zip((a, b), got, strict=True):
         assert lease is not None
         await f.ack(lease, not_before=0, status=200)
+    assert not await a.is_finished()  # its last look found reservations: it looks again
+    assert await a.lease(0) is None and await b.lease(0) is None  # none reserved: spent
     assert await a.is_finished() and await b.is_finished()
     assert int(await client.get(dist.crawl_key(crawl, "pages"))) == 3
     await a.aclose()

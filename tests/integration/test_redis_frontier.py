@@ -189,9 +189,23 @@ async def test_crawl_record_budget_and_ip_tokens(client: Any) -> None:
     assert await dist.load_crawl(client, crawl) == {"x": 1}  # settings of the first start
     with pytest.raises(ConfigError, match="no crawl"):
         await dist.create_crawl(client, cid(), {}, resume=True)
-    assert await dist.take_pages(client, crawl, 5, 3) == 3
-    assert await dist.take_pages(client, crawl, 5, 3) == 2
-    assert await dist.take_pages(client, crawl, 5, 1) == 0
+    await dist.heartbeat(client, crawl, 1)
+    await dist.heartbeat(client, crawl, 2)
+    assert await dist.take_pages(client, crawl, 5, 1, 60, 3) == 3
+    assert await dist.take_pages(client, crawl, 5, 2, 60, 3) == 2
+    assert await dist.take_pages(client, crawl, 5, 1, 60) == 0  # reserved: may come back
+    await dist.give_back_pages(client, crawl, 2)
+    await dist.confirm_page(client, crawl, 2)
+    assert await dist.take_pages(client, crawl, 5, 1, 60) == 1
+    assert await client.hgetall(dist.crawl_key(crawl, "resv")) == {"1": "4"}
+    # worker 1 falls silent: after dead_after_s its 4 reservations come back to worker 2
+    await client.zadd(dist.crawl_key(crawl, "workers"), {"1": 1.0})
+    assert await dist.take_pages(client, crawl, 5, 2, 60, 9) == 4
+    await dist.confirm_page(client, crawl, 1)  # a late page of worker 1: counted again
+    assert int(await client.get(dist.crawl_key(crawl, "pages"))) == 6
+    for _ in range(4):
+        await dist.confirm_page(client, crawl, 2)
+    assert await dist.take_pages(client, crawl, 5, 2, 60) == -1  # spent for good
     assert await dist.acquire_ip(client, crawl, "10.0.0.1", 2, "a", 60)
     assert await dist.acquire_ip(client, crawl, "10.0.0.1", 2, "b", 60)
     assert not await dist.acquire_ip(client, crawl, "10.0.0.1", 2, "c", 60)

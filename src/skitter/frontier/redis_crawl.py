@@ -7,7 +7,9 @@ adds what every worker of the crawl must agree on, so the crawl loop needs no Re
   and the crawl is not finished; ``stopped`` -> nothing is leased and, once this worker's
   leases are settled, :meth:`is_finished` is True (the worker ends; the crawl can resume);
 * the crawl-wide ``--max-pages`` budget: each lease reserves one page in Redis; an ack
-  with a non-2xx status, a retry or a lost lease gives it back;
+  with a 2xx status spends it; a non-2xx status, a retry or a lost lease gives it back; the
+  reservations of a worker whose heartbeat stopped (killed) come back once its leases have
+  expired; a worker finds the budget spent for good only when no worker holds any;
 * lease renewal: every ``lease_ttl_s / 3`` seconds the leases this worker holds are renewed
   (a frozen worker stops renewing, its leases expire and go to others; its late ack is then
   refused by the fencing token);
@@ -89,7 +91,8 @@ class SharedCrawlFrontier:
         self.poll_s = poll_s
         self._clock = clock
         self.state = "running"
-        self._budget_out = False
+        self._budget_out = False  # spent for good
+        self._budget_wait = False  # none left now, but others hold reservations
         self._held: dict[int, Lease] = {}
         self._held_since: dict[int, float] = {}  # token -> time.monotonic() when leased
         self.max_hold_s = max_hold_s
@@ -177,7 +180,16 @@ class SharedCrawlFrontier:
             await self.inner.call(self._decr)
 
     async def _decr(self) -> None:
-        await dist.give_back_pages(self._r, self.crawl_id)
+        await dist.give_back_pages(self._r, self.crawl_id, self.worker_id)
+
+    async def _confirm(self) -> None:
+        await dist.confirm_page(self._r, self.crawl_id, self.worker_id)
+
+    @property
+    def dead_after_s(self) -> float:
+        """Seconds of silence (no heartbeat) after which a worker's page reservations
+        return to the budget: its leases have expired by then."""
+        return self.inner.lease_ttl_s + 2 * self.poll_s
 
     # -- the Frontier protocol ------------------------------------------------------------
 
@@ -191,8 +203,9 @@ class SharedCrawlFrontier:
             return None
         if self.max_pages is not None:
             taken = await self.inner.call(self._take)
-            if not taken:
-                self._budget_out = True
+            self._budget_wait = taken == 0
+            if taken <= 0:
+                self._budget_out = taken < 0
                 return None
         lease = await self.inner.lease(now)
         if lease is None:
@@ -261,7 +274,9 @@ class SharedCrawlFrontier:
 
     async def _take(self) -> int:
         assert self.max_pages is not None
-        return await dist.take_pages(self._r, self.crawl_id, self.max_pages)
+        return await dist.take_pages(
+            self._r, self.crawl_id, self.max_pages, self.worker_id, self.dead_after_s
+        )
 
     async def ack(
         self,
@@ -283,8 +298,11 @@ class SharedCrawlFrontier:
         await self.inner.ack(
             lease, not_before=not_before, status=status, etag=etag, last_modified=last_modified
         )
-        if held is not None and not (status is not None and 200 <= status < 300):
-            await self._give_back()
+        if held is not None and self.max_pages is not None:
+            if status is not None and 200 <= status < 300:
+                await self.inner.call(self._confirm)
+            else:
+                await self._give_back()
 
     async def retry(self, lease: Lease, *, not_before: float, count_attempt: bool = True) -> None:
         """See :meth:`RedisFrontier.retry`; the page reserved for the lease is given back."""
@@ -304,9 +322,12 @@ class SharedCrawlFrontier:
         await self.inner.delay_host(host, not_before)
 
     async def next_ready_at(self) -> float | None:
-        """See :meth:`RedisFrontier.next_ready_at` (None while paused or stopped)."""
+        """See :meth:`RedisFrontier.next_ready_at` (None while paused or stopped; a poll
+        later while the page budget waits for reservations of other workers)."""
         if self.state != "running" or self._budget_out:
             return None
+        if self._budget_wait:
+            return self._clock() + self.poll_s
         return await self.inner.next_ready_at()
 
     async def is_finished(self) -> bool:
@@ -316,6 +337,8 @@ class SharedCrawlFrontier:
             return False
         if (self.state == "stopped" or self._budget_out) and not self._held:
             return True
+        if self._budget_wait:
+            return False  # other workers' reserved pages may come back
         return await self.inner.is_finished()
 
     async def note_inlinks(self, links: Sequence[tuple[str, str]]) -> int:
