@@ -39,7 +39,6 @@ import redis.asyncio as aioredis
 import redis.exceptions as rexc
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 
-from skitter import redis_shares as _shares
 from skitter.errors import ConfigError, FrontierError
 from skitter.frontier.redis import RedisFrontier, shard_prefix
 from skitter.frontier.redis_lua import RATE_BUCKET_S, RATE_BUCKETS
@@ -47,6 +46,7 @@ from skitter.models import Response
 from skitter.redis_shares import (
     acquire_ip,
     confirm_page,
+    crawl_key,
     give_back_pages,
     release_ip,
     take_pages,
