@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -390,3 +391,78 @@ async def test_status_watch_ends_when_the_crawl_is_over(
     last = json.loads(out.splitlines()[-1])
     assert (last["pending"], last["leased"], last["done"]) == (0, 0, 3)
     assert last["pages_per_s"] > 0
+
+
+async def test_bloom_seen_drops_new_urls_at_the_formula_rate(client: Any) -> None:
+    """--seen bloom:0.01 sized for 20 000 URLs (one shard, so the formula is exact): the
+    20 000 URLs added are kept (bar the filter's own false positives while it fills); then
+    4 000 other URLs are added one after another (each kept one is inserted too): the number
+    taken for seen is the sum of (1 - e^(-kn/m))^k over them, n the URLs in the filter at
+    each, within 4 standard deviations (fingerprints are deterministic: the same count every
+    run)."""
+    from skitter.frontier.redis_seen import SeenSpec
+
+    crawl = cid()
+    n = 20_000
+    f = await RedisFrontier.open(
+        client, crawl, shards=1, buckets=4, seen_rate=0.01, seen_capacity=n
+    )
+    assert f.seen == SeenSpec.for_rate(0.01, n, 1) and f.seen.bloom
+    assert (f.seen.k, f.seen.bits) == (7, 191702)  # m = ceil(-n ln 0.01 / (ln 2)^2)
+    kept = 0
+    for i in range(0, n, 1000):
+        res = await f.add([Request(f"https://a.test/in/{j}") for j in range(i, i + 1000)])
+        kept += res.added
+    filling = sum(f.seen.expected_rate(j) for j in range(n))  # expected drops while filling
+    assert n - kept <= filling + 4 * math.sqrt(filling) + 1
+    assert (await f.add([Request(f"https://a.test/in/{j}") for j in range(50)])).added == 0
+    assert 0.009 < f.seen.expected_rate(kept) < 0.011  # at capacity: about the rate asked
+    trials, dropped = 4000, 0
+    for i in range(0, trials, 1000):
+        res = await f.add([Request(f"https://b.test/out/{j}") for j in range(i, i + 1000)])
+        dropped += res.duplicates
+    probs = [f.seen.expected_rate(kept + j) for j in range(trials)]
+    mean = sum(probs)
+    sd = math.sqrt(sum(q * (1 - q) for q in probs))
+    assert abs(dropped - mean) <= 4 * sd + 1, (dropped, mean, sd)
+    assert await client.strlen(f"{{{crawl}:0}}:bloom") == math.ceil(191702 / 8)
+    assert await client.exists(f"{{{crawl}:0}}:seen:0") == 0  # no exact set beside it
+
+
+async def test_seen_setting_is_the_crawls_for_joining_workers(client: Any) -> None:
+    crawl = cid()
+    a = await RedisFrontier.open(client, crawl, shards=4, seen_rate=0.001, seen_capacity=10_000)
+    b = await RedisFrontier.open(client, crawl, shards=4)  # a joining worker asks nothing
+    assert b.seen == a.seen and b.seen.bloom
+    assert await client.hget(f"{{{crawl}}}:frontier", "seen") == a.seen.encode()
+    urls = [f"https://h{i % 7}.test/{i}" for i in range(300)]
+    assert (await a.add([Request(u) for u in urls])).added >= 299
+    assert (await b.add([Request(u) for u in urls])).added == 0  # b sees a's URLs
+    await b.mark_done(["https://new.test/x"])
+    assert (await a.add([Request("https://new.test/x")])).added == 0
+    exact = await RedisFrontier.open(client, cid(), shards=4, seen_rate=None)
+    assert not exact.seen.bloom
+
+
+def test_bad_seen_spellings_exit_2_with_one_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    for flags in (
+        ["--seen", "blom:0.01"],
+        ["--seen", "bloom:0"],
+        ["--seen", "bloom:1"],
+        ["--seen", "bloom:x"],
+        ["--seen", "bloom"],
+        ["--seen-capacity", "0"],
+        ["--seen", "bloom:0.01"],  # not on a Redis frontier
+    ):
+        p = subprocess.run(
+            [sys.executable, "-m", "skitter", "crawl", "--out", str(tmp_path / "o"), *flags,
+             "http://a.test/"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert p.returncode == 2, (flags, p.stderr)
+        assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr, p.stderr
+        assert "--seen" in p.stderr
+        assert not (tmp_path / "o").exists()

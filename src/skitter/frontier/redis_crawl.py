@@ -40,6 +40,7 @@ from skitter import distributed as dist
 from skitter.errors import FrontierError
 from skitter.frontier.base import AddResult, FrontierCounts
 from skitter.frontier.redis import RedisFrontier
+from skitter.frontier.redis_seen import parse_seen
 from skitter.models import Lease, Request, Response
 
 if TYPE_CHECKING:
@@ -436,6 +437,8 @@ async def open_worker_frontier(
             warn=warn,
             own_client=True,
             order="rotate",
+            seen_rate=parse_seen(settings.seen),
+            seen_capacity=settings.seen_capacity,
         )
     except BaseException:
         await client.aclose()

@@ -9,6 +9,8 @@ Keys of a shard (``sp`` = ``{CRAWL:s}:``):
 
 * ``n``       hash: ``pending``, ``leased``, ``done`` counters
 * ``seen:B``  string: URL-seen bucket B, 8-byte big-endian fingerprints appended (exact)
+* ``bloom``   string: the shard's Bloom filter bits, instead (``--seen bloom:RATE``; the
+              client sends a URL's bit positions, comma-separated, and ``b`` as its bucket)
 * ``q:HOST``  sorted set: the host's pending entries; score = ((priority+512)*1024+depth)*2^33
               + seq (FIFO within a level); member = ``KEY16`` ``attempts`` ``|`` JSON
 * ``ready``   sorted set: hosts that may be leased; score = not_before (exact), member =
@@ -83,6 +85,28 @@ local function has(s, f)
     if (j - 1) % 8 == 0 then return true end
     i = j + 1
   end
+end
+
+-- URL-seen test and insert of one URL: true when new. fp: its 8 bytes (exact) or its Bloom
+-- bit positions (b == 'b'); b: its bucket; cache: bucket strings read by this call
+local function seen_add(fp, b, cache)
+  if b == 'b' then
+    local new = false
+    for p in string.gmatch(fp, '%d+') do
+      if redis.call('SETBIT', sp .. 'bloom', p, 1) == 0 then new = true end
+    end
+    return new
+  end
+  local bk = sp .. 'seen:' .. b
+  local s = cache[bk]
+  if s == nil then s = redis.call('GET', bk) or '' end
+  if has(s, fp) then
+    cache[bk] = s
+    return false
+  end
+  redis.call('APPEND', bk, fp)
+  cache[bk] = s .. fp
+  return true
 end
 
 local function touch(host)
@@ -182,8 +206,9 @@ end
 """
 )
 
-#: ARGV: sp-args(4), force, then 8 per request: fp8, fp16, bucket, host, pd, json, fkey16,
-#: requested_url. Returns {skew, i0, i1, ...}: 0-based indexes of the requests enqueued.
+#: ARGV: sp-args(4), force, then 8 per request: fp8 (or Bloom positions), fp16, bucket (or
+#: ``b``), host, pd, json, fkey16, requested_url. Returns {skew, i0, i1, ...}: 0-based
+#: indexes of the requests enqueued.
 ADD = (
     _LIB
     + r"""
@@ -198,17 +223,12 @@ local function enqueue(host, key, pd, js)
   touched[host] = true
 end
 for i = 6, #ARGV, 8 do
-  local fp8, fp16, bk, host = ARGV[i], ARGV[i + 1], sp .. 'seen:' .. ARGV[i + 2], ARGV[i + 3]
+  local fp16, host = ARGV[i + 1], ARGV[i + 3]
   local pd, js, fk, reqd = tonumber(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]
-  local s = cache[bk]
-  if s == nil then s = redis.call('GET', bk) or '' end
-  if not has(s, fp8) then
-    redis.call('APPEND', bk, fp8)
-    cache[bk] = s .. fp8
+  if seen_add(ARGV[i], ARGV[i + 2], cache) then
     enqueue(host, fp16, pd, js)
     out[#out + 1] = (i - 6) / 8
   else
-    cache[bk] = s
     if force then
       local blocked = false
       if redis.call('HEXISTS', sp .. 'lfp', fp16) == 0 then
@@ -354,15 +374,14 @@ return {fmt(skew)}
 """
 )
 
-#: ARGV: sp-args(4), then 4 per URL: fp8, fp16, bucket, host. Returns {skew}.
+#: ARGV: sp-args(4), then 4 per URL: fp8 (or Bloom positions), fp16, bucket (or ``b``),
+#: host. Returns {skew}.
 MARK_DONE = (
     _LIB
     + r"""
 for i = 5, #ARGV, 4 do
-  local fp8, fp16, bk, host = ARGV[i], ARGV[i + 1], sp .. 'seen:' .. ARGV[i + 2], ARGV[i + 3]
-  local s = redis.call('GET', bk) or ''
-  if not has(s, fp8) then
-    redis.call('APPEND', bk, fp8)
+  local fp16, host = ARGV[i + 1], ARGV[i + 3]
+  if seen_add(ARGV[i], ARGV[i + 2], {}) then
     redis.call('HINCRBY', sp .. 'n', 'done', 1)
   else
     local tok = redis.call('HGET', sp .. 'lfp', fp16)
