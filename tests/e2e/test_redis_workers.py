@@ -483,3 +483,84 @@ async def test_redis_password_never_written_or_printed(site: Site, tmp_path: Pat
         assert files_holding(tmp_path / "out", secret.encode()) == []
     finally:
         server.stop()
+
+
+async def test_c39_worker_killed_and_worker_frozen_nothing_lost_nothing_twice(
+    site: Site, tmp_path: Path, redis_server_own: RedisServer
+) -> None:
+    """Case C39 (../shared/cases.md): 10 hosts x 20 pages, every answer 300 ms late;
+    ``/start`` on h0 links all 200; h3's ``/r/1..5`` answer 301 to ``/r/K/final``. Workers
+    A (the crawl), B, C; lease 5 s. At 60 answers B is killed (kill -9); at 80, C is frozen
+    (SIGSTOP) for 8 s. Every worker exits 0; the merged pages.jsonl has each of the 201 URLs
+    once (the redirects with their final URL, every final URL fetched); only URLs B or C
+    had in flight were requested twice; C's late pages lose to the accepted leases' (fence)."""
+    from tests.integration.site import redirect
+
+    hosts = [f"h{i}.example.test" for i in range(10)]
+    pages = [
+        (h, f"/r/{j - 14}" if i == 3 and j >= 15 else f"/p/{j}")
+        for i, h in enumerate(hosts)
+        for j in range(20)
+    ]
+    assert sum(1 for h, p in pages if p.startswith("/r/")) == 5
+    for h, p in pages:  # distinct bodies: each links to itself
+        if p.startswith("/r/"):
+            site.route(h, p, slow_redirect(redirect(f"{p}/final", 301), 0.3))
+            site.route(h, f"{p}/final", slow_page(page_body(f"{p}/final"), 0.3))
+        else:
+            site.route(h, p, slow_page(page_body(p), 0.3))
+    start = site.url(hosts[0], "/start")
+    site.route(hosts[0], "/start", slow_page(page_body(*(site.url(h, p) for h, p in pages)), 0.3))
+    outs = [tmp_path / n for n in ("a", "b", "c")]
+    args = crawl_args(site, hosts, outs[0], "--frontier", redis_server_own.url)
+    args += ["--crawl-id", "e2e", "--scope", "any", "--concurrency", "2", "--lease-ttl", "5"]
+    a = await start_cli(*args, start)
+    await wait_for(lambda: (outs[0] / "worker.json").exists(), a)
+    b = await start_worker(redis_server_own, outs[1])
+    c = await start_worker(redis_server_own, outs[2])
+
+    def answered() -> int:
+        return sum(1 for h in site.hits if h.end)
+
+    await wait_for(lambda: answered() >= 60 and bool(records(outs[1])), b, steps=6000)
+    assert b.returncode is None
+    with_group_killed(b)
+    await b.wait()
+    await wait_for(lambda: answered() >= 80 and bool(records(outs[2])), c, steps=6000)
+    assert c.returncode is None
+    c.send_signal(signal.SIGSTOP)
+    try:
+        await asyncio.sleep(8)  # the scenario's freeze: past the 5 s lease
+    finally:
+        c.send_signal(signal.SIGCONT)
+    for rc, _, err in await finish_all([a, c], timeout_s=180):
+        assert rc == 0, err
+    merged = tmp_path / "merged"
+    rc, _, err = await finish(await start_cli("merge", *map(str, outs), "--out", str(merged)), 60)
+    assert rc == 0, err
+    recs = records(merged)
+    want = {start} | {site.url(h, p) for h, p in pages}
+    assert sorted(r["url"] for r in recs) == sorted(want)  # 201, each once
+    finals = {r["url"]: r["final_url"] for r in recs if "/r/" in r["url"]}
+    assert finals == {u: f"{u}/final" for u in want if "/r/" in u}
+    assert all(r["status"] == 200 and isinstance(r["fence"], int) for r in recs)
+    hits = page_hits(site)
+    assert all(hits[f] >= 1 for f in finals.values())
+    assert max(hits.values()) <= 2
+    twice = {u for u, n in hits.items() if n == 2 and not u.endswith("/final")}
+    assert len(twice) <= 4, twice  # B's and C's --concurrency 2 each
+    assert max(site.max_inflight.values()) == 1
+    # C's pages of leases it lost are in its folder but not in the merge
+    stamp = json.loads((merged / "merged.json").read_text())
+    assert stamp["records"] == 201
+    assert stamp["stale_leases"] <= stamp["superseded"] <= 4
+
+
+def slow_redirect(handler: Any, delay_s: float) -> Any:
+    """``handler`` answered ``delay_s`` seconds late."""
+
+    async def h(request: Any) -> Any:
+        await asyncio.sleep(delay_s)
+        return await handler(request)
+
+    return h
