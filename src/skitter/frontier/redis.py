@@ -208,6 +208,14 @@ class RedisFrontier:
             f.seen = SeenSpec.decode(got[2] or "exact")
         except ValueError as e:
             raise FrontierError(f"the crawl's URL-seen setting in Redis is damaged: {e}") from e
+        if f.seen.bloom:  # allocated once, at full length (grown by SETBIT: over-allocated)
+            presize = client.register_script(lua.BLOOM_PRESIZE)
+
+            async def allocate() -> None:
+                for sp in f._prefixes:
+                    await presize(keys=[sp + "bloom"], args=[f.seen.bits - 1])
+
+            await f.call(allocate)
         if clock is not None:
             await f._sync_skew()
         return f

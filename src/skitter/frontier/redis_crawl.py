@@ -189,8 +189,10 @@ class SharedCrawlFrontier:
     @property
     def dead_after_s(self) -> float:
         """Seconds of silence (no heartbeat) after which a worker's page reservations
-        return to the budget: its leases have expired by then."""
-        return self.inner.lease_ttl_s + 2 * self.poll_s
+        return to the budget: twice its leases' life plus 10 s (a worker only slow, on a
+        loaded machine, is not taken for dead: a late page of such a worker, acked
+        because nobody reclaimed its lease, would be counted beyond ``--max-pages``)."""
+        return 2 * self.inner.lease_ttl_s + 10.0
 
     # -- the Frontier protocol ------------------------------------------------------------
 
@@ -296,9 +298,14 @@ class SharedCrawlFrontier:
         held = self._held.pop(lease.token, None)
         self._held_since.pop(lease.token, None)
         self._settled(lease)
-        await self.inner.ack(
-            lease, not_before=not_before, status=status, etag=etag, last_modified=last_modified
-        )
+        try:
+            await self.inner.ack(
+                lease, not_before=not_before, status=status, etag=etag, last_modified=last_modified
+            )
+        except FrontierError:
+            if held is not None:  # lost before renew_held saw it: its page is not ours
+                await self._give_back()
+            raise
         if held is not None and self.max_pages is not None:
             if status is not None and 200 <= status < 300:
                 await self.inner.call(self._confirm)
@@ -310,9 +317,11 @@ class SharedCrawlFrontier:
         held = self._held.pop(lease.token, None)
         self._held_since.pop(lease.token, None)
         self._settled(lease)
-        await self.inner.retry(lease, not_before=not_before, count_attempt=count_attempt)
-        if held is not None:
-            await self._give_back()
+        try:
+            await self.inner.retry(lease, not_before=not_before, count_attempt=count_attempt)
+        finally:
+            if held is not None:
+                await self._give_back()
 
     async def renew(self, lease: Lease, now: float) -> Lease:
         """See :meth:`RedisFrontier.renew`."""

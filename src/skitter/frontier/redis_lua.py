@@ -45,6 +45,7 @@ from __future__ import annotations
 __all__ = [
     "ACK",
     "ADD",
+    "BLOOM_PRESIZE",
     "DELAY",
     "LEASE",
     "MARK_DONE",
@@ -442,3 +443,10 @@ for host, _ in pairs(touched) do touch(host) end
 return {fmt(skew), changed}
 """
 )
+
+#: KEYS: a shard's ``bloom`` key; ARGV: its last bit. Allocates a missing Bloom filter at its
+#: full length (all zero) in one go; an existing one is left as it is.
+BLOOM_PRESIZE = r"""
+if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('SETBIT', KEYS[1], ARGV[1], 0) end
+return 0
+"""
