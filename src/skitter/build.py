@@ -251,6 +251,12 @@ async def build_components(
         if settings.warc
         else None
     )
+    page_fetcher = focus.page_fetcher(DeadlineFetcher(fetcher, deadlines) if deadlines else fetcher)
+    if is_redis_url(settings.frontier):  # no request of a lease near its expiry
+        from skitter.frontier.redis_crawl import LeaseGuardFetcher, SharedCrawlFrontier
+
+        assert isinstance(frontier, SharedCrawlFrontier)
+        page_fetcher = LeaseGuardFetcher(page_fetcher, frontier)
     return Components(
         fetcher=fetcher,
         frontier=frontier,
@@ -265,8 +271,6 @@ async def build_components(
         extract_resources=settings.check_links and settings.check_resources,
         extract_ids=settings.check_fragments,
         focus=focus,
-        page_fetcher=focus.page_fetcher(
-            DeadlineFetcher(fetcher, deadlines) if deadlines else fetcher
-        ),
+        page_fetcher=page_fetcher,
         deadlines=deadlines,
     )

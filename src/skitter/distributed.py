@@ -1,7 +1,8 @@
 """A crawl kept in Redis: connecting, the crawl's record, workers, shared budgets, control.
 
 The frontier itself is :class:`skitter.frontier.redis.RedisFrontier`; this module owns what
-the workers of one crawl share besides it, under keys with the hash tag ``{CRAWL}``:
+the workers of one crawl share besides it, under keys with the hash tag ``{CRAWL}`` (the page
+budget and the IP slots live in :mod:`skitter.redis_shares`, re-exported here):
 
 * ``{CRAWL}:meta``     hash: ``state`` (running | paused | stopped), ``created`` (server
   seconds), ``settings`` (JSON of :func:`skitter.state.settings_to_dict`), ``epoch``
@@ -9,7 +10,9 @@ the workers of one crawl share besides it, under keys with the hash tag ``{CRAWL
 * ``{CRAWL}:frontier`` hash: the frontier's shard and bucket counts.
 * ``{CRAWL}:wid``      counter of worker ids; ``{CRAWL}:workers`` sorted set: worker id ->
   last heartbeat (server seconds).
-* ``{CRAWL}:pages``    the ``--max-pages`` budget taken so far.
+* ``{CRAWL}:pages``    the ``--max-pages`` budget taken so far (pages recorded + reserved);
+  ``{CRAWL}:resv`` hash: worker id -> pages it has reserved (leases in flight), returned
+  when its heartbeat stops (:func:`take_pages`).
 * ``{CRAWL}:ip:ADDR``  sorted set: ``--ip-concurrency`` tokens held on ADDR -> expiry.
 * ``{CRAWL}:robots:ORIGIN`` string: a robots.txt body shared by the workers, with its TTL.
 
@@ -37,15 +40,25 @@ import redis.exceptions as rexc
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 
 from skitter.errors import ConfigError, FrontierError
-from skitter.frontier.redis import RedisFrontier
+from skitter.frontier.redis import RedisFrontier, shard_prefix
+from skitter.frontier.redis_lua import RATE_BUCKET_S, RATE_BUCKETS
 from skitter.models import Response
-from skitter.settings import is_redis_url
+from skitter.redis_shares import (
+    acquire_ip,
+    confirm_page,
+    crawl_key,
+    give_back_pages,
+    release_ip,
+    take_pages,
+)
+from skitter.settings import REDACTED, is_redis_url
 
 __all__ = [
     "STATES",
     "CrawlStatus",
     "acquire_ip",
     "check_crawl_id",
+    "confirm_page",
     "connect",
     "crawl_key",
     "crawl_state",
@@ -57,6 +70,7 @@ __all__ = [
     "load_crawl",
     "open_frontier",
     "read_status",
+    "recent_rate",
     "release_ip",
     "set_state",
     "shared_robots_fetch",
@@ -82,16 +96,19 @@ def check_crawl_id(crawl_id: str) -> str:
     return crawl_id
 
 
-def crawl_key(crawl_id: str, name: str) -> str:
-    """``{CRAWL}:name``, a crawl-wide key."""
-    return f"{{{crawl_id}}}:{name}"
-
-
 def _where(url: str) -> str:
     """The URL without its password, for messages."""
     scheme, _, rest = url.partition("://")
     netloc, _, path = rest.partition("/")
     return f"{scheme}://{netloc.rpartition('@')[2]}{'/' + path if path else ''}"
+
+
+def _check_not_redacted(password: str | None) -> None:
+    if password == REDACTED:
+        raise ValueError(
+            "the password is not kept in the crawl folder: give the URL with its password "
+            "(skitter crawl --resume ... --frontier redis://:PASSWORD@HOST:PORT/DB)"
+        )
 
 
 def _client(url: str) -> Any:
@@ -102,6 +119,7 @@ def _client(url: str) -> Any:
         if scheme in ("redis", "rediss"):
             if not parts.hostname:
                 raise ValueError("no host")
+            _check_not_redacted(parts.password)
             _ = parts.port  # raises ValueError on a bad port
             db = parts.path.strip("/") or "0"
             if not db.isdigit():
@@ -116,6 +134,7 @@ def _client(url: str) -> Any:
                 if not host or not port.isdigit():
                     raise ValueError(f"bad node {part!r} (want HOST:PORT)")
                 nodes.append(ClusterNode(host.strip("[]"), int(port)))
+            _check_not_redacted(parts.password)
             password = unquote(parts.password) if parts.password else None
             return RedisCluster(
                 startup_nodes=nodes,
@@ -193,7 +212,9 @@ class CrawlStatus:
         state: running, paused or stopped.
         pending / leased / done / hosts: frontier counts (:class:`FrontierCounts`).
         workers_alive: workers whose heartbeat is at most ``alive_s`` seconds old.
-        pages_per_s: done URLs per second since the crawl was created (server clock).
+        pages_per_s: URLs done per second over the last minute (server clock; the shards'
+            ``rate`` buckets, see :mod:`skitter.frontier.redis_lua`), over the crawl's
+            life when it is younger.
         elapsed_s: seconds since the crawl was created.
         pages_taken: the ``--max-pages`` budget taken so far.
     """
@@ -208,6 +229,12 @@ class CrawlStatus:
     pages_per_s: float
     elapsed_s: float
     pages_taken: int
+    avg_pages_per_s: float = 0.0
+
+    @property
+    def finished(self) -> bool:
+        """Nothing pending or leased and something done: the crawl is over."""
+        return self.pending == 0 and self.leased == 0 and self.done > 0
 
 
 async def _server_time(client: Any) -> float:
@@ -323,63 +350,6 @@ async def heartbeat(client: Any, crawl_id: str, worker_id: int | None = None) ->
     return worker_id
 
 
-_TAKE = r"""
-local max = tonumber(ARGV[1])
-local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
-local want = tonumber(ARGV[2])
-local n = math.min(want, max - cur)
-if n <= 0 then return 0 end
-redis.call('INCRBY', KEYS[1], n)
-return n
-"""
-
-
-async def take_pages(client: Any, crawl_id: str, max_pages: int, n: int = 1) -> int:
-    """Take up to ``n`` pages of the crawl-wide ``--max-pages`` budget; how many were taken."""
-    script = client.register_script(_TAKE)
-    got = await script(keys=[crawl_key(crawl_id, "pages")], args=[max_pages, n])
-    return int(got)
-
-
-_GIVE_BACK = r"""
-local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
-if cur > 0 then redis.call('DECR', KEYS[1]) end
-return 0
-"""
-
-
-async def give_back_pages(client: Any, crawl_id: str) -> None:
-    """Return one page to the ``--max-pages`` budget (never below 0)."""
-    script = client.register_script(_GIVE_BACK)
-    await script(keys=[crawl_key(crawl_id, "pages")], args=[])
-
-
-_ACQUIRE_IP = r"""
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. string.format('%.17g', now))
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
-redis.call('ZADD', KEYS[1], string.format('%.17g', now + tonumber(ARGV[2])), ARGV[3])
-return 1
-"""
-
-
-async def acquire_ip(
-    client: Any, crawl_id: str, addr: str, limit: int, holder: str, ttl_s: float
-) -> bool:
-    """Take one of ``limit`` crawl-wide request slots on address ``addr`` for ``holder``
-    (unique per request); a slot not released is freed ``ttl_s`` seconds later (a dead
-    worker's slots come back). False when all are held."""
-    script = client.register_script(_ACQUIRE_IP)
-    got = await script(keys=[crawl_key(crawl_id, f"ip:{addr}")], args=[limit, ttl_s, holder])
-    return int(got) == 1
-
-
-async def release_ip(client: Any, crawl_id: str, addr: str, holder: str) -> None:
-    """Give back ``holder``'s slot on ``addr``."""
-    await client.zrem(crawl_key(crawl_id, f"ip:{addr}"), holder)
-
-
 async def open_frontier(client: Any, crawl_id: str, **kwargs: Any) -> RedisFrontier:
     """:meth:`RedisFrontier.open` for crawl ``crawl_id`` (keyword arguments passed on)."""
     return await RedisFrontier.open(client, crawl_id, **kwargs)
@@ -396,6 +366,10 @@ async def read_status(client: Any, crawl_id: str, *, alive_s: float = 60.0) -> C
         raise ConfigError(f"no crawl {crawl_id!r} in Redis")
     frontier = await RedisFrontier.open(client, crawl_id)
     counts = await frontier.counts()
+    pipe = client.pipeline(transaction=False)
+    for s in range(frontier.shards):
+        pipe.hgetall(shard_prefix(crawl_id, s) + "rate")
+    buckets: list[dict[str, str]] = await pipe.execute()
     now = await _server_time(client)
     alive = await client.zcount(crawl_key(crawl_id, "workers"), now - alive_s, "+inf")
     taken = int(await client.get(crawl_key(crawl_id, "pages")) or 0)
@@ -408,10 +382,23 @@ async def read_status(client: Any, crawl_id: str, *, alive_s: float = 60.0) -> C
         done=counts.done,
         hosts=counts.hosts,
         workers_alive=int(alive),
-        pages_per_s=counts.done / elapsed if elapsed > 0 else 0.0,
+        pages_per_s=recent_rate(buckets, now, elapsed),
         elapsed_s=elapsed,
         pages_taken=taken,
+        avg_pages_per_s=counts.done / elapsed if elapsed > 0 else 0.0,
     )
+
+
+def recent_rate(buckets: list[dict[str, str]], now: float, elapsed_s: float) -> float:
+    """URLs per second over the last minute: the counts of the shards' ``rate`` buckets
+    (``{bucket: count}`` each; bucket = server seconds // :data:`RATE_BUCKET_S`) of the last
+    :data:`RATE_BUCKETS` buckets, the current one included, over the seconds from the
+    oldest one's start to ``now`` (55-60 s; ``elapsed_s`` when the crawl is younger)."""
+    current = int(now // RATE_BUCKET_S)
+    first = current - RATE_BUCKETS + 1
+    total = sum(int(n) for b in buckets for k, n in b.items() if first <= int(k) <= current)
+    window = min(now - first * RATE_BUCKET_S, elapsed_s)
+    return total / window if window > 0 else 0.0
 
 
 def _response_to_json(resp: Response) -> str:

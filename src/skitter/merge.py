@@ -253,6 +253,8 @@ class MergeSummary:
         torn: input journals that ended in a partial line (a kill mid-write), not read.
         damaged: whole pages.jsonl lines that are not a record (not JSON, no string ``url``,
             a field of the wrong type), left out.
+        stale_leases: of ``superseded``, records of a lease that Redis had already given to
+            another worker (an older ``fence`` than the winner's).
     """
 
     folders: tuple[Path, ...]
@@ -261,6 +263,7 @@ class MergeSummary:
     links: int
     torn: int
     damaged: int = 0
+    stale_leases: int = 0
 
 
 def whole_lines_end(path: Path) -> int:
@@ -351,13 +354,15 @@ def _folder_robots_disallowed(folder: Path, report: dict[str, Any] | None) -> tu
 _Counted = tuple[str, int, int | None, str | None, int, str]
 
 
-def _parse_record(line: bytes) -> tuple[str, str, str, _Counted] | None:
-    """``(url, final_url, fetched_at, count_record arguments)`` of a pages.jsonl line, or
-    None when the line is not a well-formed record (damaged: it is left out of the merge)."""
+def _parse_record(line: bytes) -> tuple[str, str, tuple[int, str], _Counted] | None:
+    """``(url, final_url, (fence, fetched_at), count_record arguments)`` of a pages.jsonl
+    line (fence -1 when the record has none), or None when the line is not a well-formed
+    record (damaged: it is left out of the merge)."""
     try:
         rec = json.loads(line)
         url, final = rec["url"], rec.get("final_url") or rec["url"]
-        if not isinstance(url, str) or not isinstance(final, str):
+        fence = rec.get("fence", -1)
+        if not isinstance(url, str) or not isinstance(final, str) or type(fence) is not int:
             return None
         status, error = rec.get("status"), rec.get("error")
         if not (status is None or type(status) is int) or not (
@@ -377,7 +382,7 @@ def _parse_record(line: bytes) -> tuple[str, str, str, _Counted] | None:
         )
     except (ValueError, KeyError, TypeError, AttributeError, IndexError):
         return None
-    return url, final, str(rec.get("fetched_at") or ""), counted
+    return url, final, (fence, str(rec.get("fetched_at") or "")), counted
 
 
 def _source_of(line: bytes) -> str:
@@ -394,8 +399,12 @@ def merge_folders(inputs: Sequence[Path], out: Path) -> MergeSummary:
       left out, as a resume would cut it); the folders are not modified. A whole line that
       is not a record (not JSON, ``url`` not a string, a field of the wrong type) is left
       out and counted in ``damaged``.
-    * One record per URL (pages.jsonl ``url``): the latest attempt wins, by ``fetched_at``;
-      ties go to the folder given later, then to the later line of its file. Records are
+    * One record per URL (pages.jsonl ``url``): the latest attempt wins, by ``fence`` (the
+      fencing token of a Redis worker's lease: a worker frozen past its lease wrote a page
+      whose ack was refused; the newest token is the lease Redis accepted), then
+      ``fetched_at``; a record with a ``fence`` wins over one without; ties go to the
+      folder given later, then to the later line of its file. Records dropped for a newer
+      fencing token are counted in ``stale_leases`` (also in ``superseded``). Records are
       copied byte for byte, in folder order then file order.
     * links.tsv: the rows of a page come from the folder holding the latest record whose
       ``final_url`` is that page; rows of a page with no record (a kill between them and the
@@ -421,8 +430,9 @@ def merge_folders(inputs: Sequence[Path], out: Path) -> MergeSummary:
     # pass 1: who wins (per URL, per final URL for the link rows)
     ends: list[tuple[int, int]] = []
     torn = 0
-    win: dict[str, tuple[str, int, int]] = {}
-    page_of: dict[str, tuple[str, int, int]] = {}
+    win: dict[str, tuple[int, str, int, int]] = {}
+    page_of: dict[str, tuple[int, str, int, int]] = {}
+    fences: dict[str, list[int]] = {}  # url -> fencing tokens of its records
     seen_records = damaged = 0
     for i, folder in enumerate(folders):
         pages, links = folder / PAGES_FILE, folder / LINKS_FILE
@@ -436,9 +446,11 @@ def merge_folders(inputs: Sequence[Path], out: Path) -> MergeSummary:
             if parsed is None:
                 damaged += 1
                 continue
-            url, final, fetched_at, _ = parsed
+            url, final, (fence, fetched_at), _ = parsed
             seen_records += 1
-            rank = (fetched_at, i, off)
+            if fence >= 0:
+                fences.setdefault(url, []).append(fence)
+            rank = (fence, fetched_at, i, off)
             if url not in win or rank > win[url]:
                 win[url] = rank
             if final not in page_of or rank > page_of[final]:
@@ -454,7 +466,7 @@ def merge_folders(inputs: Sequence[Path], out: Path) -> MergeSummary:
                 if parsed is None:
                     continue
                 w = win.get(parsed[0])
-                if w is None or w[1] != i or w[2] != off:
+                if w is None or w[2] != i or w[3] != off:
                     continue
                 pf.write(line)
                 records += 1
@@ -467,7 +479,7 @@ def merge_folders(inputs: Sequence[Path], out: Path) -> MergeSummary:
                 if off == 0 and line == _LINKS_HEADER_BYTES:
                     continue
                 owner = page_of.get(_source_of(line))
-                if owner is None or owner[1] != i:
+                if owner is None or owner[2] != i:
                     continue
                 lf.write(line)
                 nlinks += 1
@@ -499,7 +511,10 @@ def merge_folders(inputs: Sequence[Path], out: Path) -> MergeSummary:
         "seeds": seeds,
     }
     atomic_write_json(out / REPORT_FILE, report)
-    summary = MergeSummary(tuple(folders), records, seen_records - records, nlinks, torn, damaged)
+    stale = sum(sum(1 for f in fs if f < win[u][0]) for u, fs in fences.items())
+    summary = MergeSummary(
+        tuple(folders), records, seen_records - records, nlinks, torn, damaged, stale
+    )
     atomic_write_json(
         out / MERGED_FILE,
         {
@@ -510,6 +525,7 @@ def merge_folders(inputs: Sequence[Path], out: Path) -> MergeSummary:
             ],
             "records": records,
             "superseded": summary.superseded,
+            "stale_leases": stale,
             "links": nlinks,
         },
     )

@@ -78,7 +78,8 @@ class RedisPeers(Alone):
     its ``--ip-concurrency`` slots are shared with every worker (set on :meth:`open`)."""
 
     def open(self, ctx: CrawlContext, loop: LoopControl) -> None:
-        """Take the Redis client of the crawl's frontier for the shared IP slots."""
+        """Take the Redis client of the crawl's frontier for the shared IP slots; stamp
+        each pages.jsonl record with its lease's fencing token."""
         from skitter.frontier.redis_crawl import SharedCrawlFrontier
 
         frontier: Any = ctx.components.frontier
@@ -87,6 +88,7 @@ class RedisPeers(Alone):
                 break
             frontier = frontier.inner
         assert isinstance(frontier, SharedCrawlFrontier)
+        ctx.components.pages.stamp = frontier.stamp_fence
         s = ctx.settings
         self.ip_slots = RedisIpSlots(
             frontier.client,

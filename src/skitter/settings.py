@@ -19,6 +19,7 @@ from skitter.errors import ConfigError
 
 __all__ = [
     "DEFAULT_USER_AGENT",
+    "REDACTED",
     "SCOPES",
     "CrawlSettings",
     "FetchSettings",
@@ -27,6 +28,8 @@ __all__ = [
     "QualitySettings",
     "ScopeSettings",
     "is_redis_url",
+    "parse_seen",
+    "redact_url",
 ]
 
 DEFAULT_USER_AGENT = f"Skitter/{__version__} (+https://github.com/skitter-crawler/skitter)"
@@ -378,6 +381,10 @@ class CrawlSettings:
             every third of it while the worker lives).
         redis_wait_s: with a Redis frontier, seconds to keep retrying while Redis is
             unreachable before giving up (exit 1, resumable).
+        seen: with a Redis frontier, the URL-seen test: ``exact`` or ``bloom:RATE`` (a
+            Bloom filter dropping about that fraction of new URLs:
+            :mod:`skitter.frontier.redis_seen`), fixed when the crawl is created.
+        seen_capacity: URLs the Bloom filter is sized for.
         join: with a Redis frontier, join the existing crawl (``skitter worker``) instead
             of creating it (``skitter crawl``).
         extract_links: parse HTML pages for links (False = ``skitter fetch``: pages are
@@ -413,6 +420,8 @@ class CrawlSettings:
     crawl_id: str = "skitter"
     lease_ttl_s: float = 60.0
     redis_wait_s: float = 300.0
+    seen: str = "exact"
+    seen_capacity: int = 10_000_000
     join: bool = False
 
     def __post_init__(self) -> None:
@@ -444,6 +453,16 @@ class CrawlSettings:
             raise ConfigError(f"{o}.crawl_id must be a non-empty name, got {self.crawl_id!r}")
         _number(o, "lease_ttl_s", self.lease_ttl_s, strict=True)
         _number(o, "redis_wait_s", self.redis_wait_s)
+        _number(o, "seen_capacity", self.seen_capacity, low=1, whole=True)
+        if self.seen != "exact":
+            try:
+                parse_seen(self.seen)
+            except (ValueError, TypeError, AttributeError) as exc:
+                raise ConfigError(f"{o}.seen: {exc}") from None
+            if not is_redis_url(self.frontier) and self.frontier != "redis":
+                raise ConfigError(
+                    "--seen bloom:RATE needs a Redis frontier (--frontier redis://...)"
+                )
         for name in (
             "warc",
             "quiet",
@@ -461,3 +480,45 @@ def is_redis_url(frontier: str) -> bool:
     """True when a ``frontier`` setting names a Redis URL (``redis://``, ``rediss://``,
     ``redis+cluster://``) rather than ``sqlite`` or ``memory``."""
     return frontier.split("://", 1)[0].lower() in ("redis", "rediss", "redis+cluster")
+
+
+#: What a Redis URL's password becomes in every file and message Skitter writes.
+REDACTED = "***"
+
+
+def redact_url(frontier: str) -> str:
+    """``frontier`` with the password of a Redis URL replaced by ``***``
+    (``redis://:secret@h:6379/0`` -> ``redis://:***@h:6379/0``; a user name is kept); any
+    other value unchanged. What state.json, report.json, logs and messages hold."""
+    if not is_redis_url(frontier):
+        return frontier
+    scheme, _, rest = frontier.partition("://")
+    netloc, slash, path = rest.partition("/")
+    auth, at, hosts = netloc.rpartition("@")
+    if not at:
+        return frontier
+    user, colon, _ = auth.partition(":")
+    auth = f"{user}:{REDACTED}" if colon else REDACTED
+    return f"{scheme}://{auth}@{hosts}{slash}{path}"
+
+
+def parse_seen(text: str) -> float | None:
+    """The false-positive rate of a ``--seen`` value: ``exact`` -> None, ``bloom:RATE`` ->
+    RATE (a number strictly between 0 and 1, e.g. ``bloom:0.001``).
+
+    Raises:
+        ValueError: anything else (the message says what is accepted).
+    """
+    want = "use exact or bloom:RATE with 0 < RATE < 1, e.g. bloom:0.001"
+    if text == "exact":
+        return None
+    kind, colon, rate_s = text.partition(":")
+    if kind != "bloom" or not colon:
+        raise ValueError(f"--seen {text!r}: {want}")
+    try:
+        rate = float(rate_s)
+    except ValueError:
+        raise ValueError(f"--seen {text!r}: {want}") from None
+    if not 0.0 < rate < 1.0:
+        raise ValueError(f"--seen {text!r}: {want}")
+    return rate

@@ -31,6 +31,7 @@ from skitter.settings import (
     PolitenessSettings,
     QualitySettings,
     ScopeSettings,
+    redact_url,
 )
 
 __all__ = [
@@ -92,8 +93,10 @@ def read_json(path: Path) -> Any:
 
 
 def settings_to_dict(settings: CrawlSettings) -> dict[str, Any]:
-    """CrawlSettings → JSON-ready dict (the ``resolve`` map becomes a list of triples)."""
+    """CrawlSettings → JSON-ready dict (the ``resolve`` map becomes a list of triples; a
+    Redis URL's password becomes ``***``: :func:`skitter.settings.redact_url`)."""
     d = asdict(settings)
+    d["frontier"] = redact_url(settings.frontier)
     d["fetch"]["resolve"] = [[h, p, a] for (h, p), a in settings.fetch.resolve.items()]
     return d
 
@@ -214,7 +217,7 @@ FIXED_ON_RESUME = (
     ("max-query-variants-per-path", lambda s: s.scope.max_query_variants_per_path),
     ("max-segment-repeats", lambda s: s.scope.max_segment_repeats),
     ("ignore-robots", lambda s: s.politeness.ignore_robots),
-    ("frontier", lambda s: s.frontier),
+    ("frontier", lambda s: redact_url(s.frontier)),
     ("dedup", lambda s: s.quality.dedup),
     ("sitemaps", lambda s: s.quality.sitemaps),
     ("sitemap", lambda s: tuple(s.quality.sitemap_urls)),

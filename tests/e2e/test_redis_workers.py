@@ -303,6 +303,30 @@ async def test_frozen_worker_late_acks_refused(
     hits = page_hits(site)
     assert {u for u, n in hits.items() if n == 2} == a_urls
     assert max(hits.values()) == 2
+    # every record of a Redis worker carries its lease's fencing token; B's leases of A's
+    # two URLs came after A's expired, so their tokens are newer
+    b_fence = {r["url"]: r["fence"] for r in records(b_out)}
+    a_fence = {r["url"]: r["fence"] for r in records(a_out)}
+    assert all(a_fence[u] < b_fence[u] for u in a_urls)
+    assert len(set(b_fence.values()) | set(a_fence.values())) == len(want) + 2  # all distinct
+    # merge keeps B's record (the lease Redis accepted) of each URL, once
+    merged = tmp_path / "merged"
+    rc, out, err = await finish(
+        await start_cli("merge", str(a_out), str(b_out), "--out", str(merged)), 60
+    )
+    assert rc == 0, err
+    assert "2 earlier attempts superseded, 2 of them of lost leases" in out, out
+    m = records(merged)
+    assert sorted(r["url"] for r in m) == sorted(want)
+    assert {r["url"]: r["fence"] for r in m} == b_fence
+    stamp = json.loads((merged / "merged.json").read_text())
+    assert (stamp["superseded"], stamp["stale_leases"]) == (2, 2)
+    # the links rows of A's two pages come from B's folder (the accepted record's)
+    a_rows = {ln for ln in (a_out / "links.tsv").read_text().splitlines()[1:]}
+    m_rows = (merged / "links.tsv").read_text().splitlines()[1:]
+    b_rows = (b_out / "links.tsv").read_text().splitlines()[1:]
+    assert sorted(m_rows) == sorted(b_rows)
+    assert a_rows and all(r.split("\t", 1)[0] in a_urls for r in a_rows)
 
 
 async def test_max_pages_is_one_budget_for_every_worker(
@@ -320,6 +344,50 @@ async def test_max_pages_is_one_budget_for_every_worker(
     recs = [r for o in outs for r in records(o)]
     assert [r["status"] for r in recs] == [200] * 20
     assert len({r["url"] for r in recs}) == 20
+
+
+async def test_killed_worker_reserved_pages_come_back(
+    site: Site, tmp_path: Path, redis_server_own: RedisServer
+) -> None:
+    """Worker b is killed (kill -9) holding --max-pages reservations (its leases in flight):
+    once its heartbeat is older than twice its leases' life + 10 s they return to the budget,
+    and the crawl still records --max-pages pages (after merge: one record per URL)."""
+    import redis
+
+    build_site(site, delay_s=0.3)
+    outs = [tmp_path / f"w{k}" for k in range(3)]
+    first = await start_crawl(site, redis_server_own, outs[0], "--max-pages", "30")
+    await wait_for(lambda: (outs[0] / "worker.json").exists(), first)
+    a = await start_worker(redis_server_own, outs[1])
+    b = await start_worker(redis_server_own, outs[2])
+    await wait_for(lambda: (outs[2] / "worker.json").exists(), b)
+    wid = str(json.loads((outs[2] / "worker.json").read_text())["worker_id"])
+    sync = redis.Redis.from_url(redis_server_own.url, decode_responses=True)
+    resv = "{e2e}:resv"
+    try:
+        await wait_for(
+            lambda: len(records(outs[2])) >= 2 and int(sync.hget(resv, wid) or 0) >= 1, b
+        )
+        with_group_killed(b)
+        await b.wait()
+        held = int(sync.hget(resv, wid) or 0)
+        assert held >= 1  # b died holding reservations
+        for rc, _, err in await finish_all([first, a]):
+            assert rc == 0, err
+        assert sync.hget(resv, wid) is None  # returned
+    finally:
+        sync.close()
+    rc, out, err = await finish(
+        await start_cli("merge", *map(str, outs), "--out", str(tmp_path / "m")), 60
+    )
+    assert rc == 0, err
+    merged = records(tmp_path / "m")
+    assert {r["status"] for r in merged} == {200}
+    assert len({r["url"] for r in merged}) == len(merged)
+    # b's reservations came back: the crawl reached --max-pages (without that, it ends at
+    # 30 minus b's unrecorded reservations). One more per reservation b had acked but not
+    # yet spent when killed (ack and spend are two Redis calls: a known window)
+    assert 30 <= len(merged) <= 30 + held, out
 
 
 def max_overlap(site: Site) -> int:
@@ -357,3 +425,146 @@ async def test_ip_concurrency_holds_across_workers(
     want = {site.url(h, p) for h in HOSTS for p in ("/", "/p/0", "/p/1", "/p/2", "/p/3")}
     assert sorted(urls) == sorted(want)
     assert max_overlap(site) <= 3
+
+
+def files_holding(root: Path, secret: bytes) -> list[str]:
+    """Every file under ``root`` whose bytes (gunzipped too, for .gz) contain ``secret``."""
+    import gzip
+
+    found = []
+    for p in sorted(root.rglob("*")):
+        if not p.is_file():
+            continue
+        data = p.read_bytes()
+        if p.suffix == ".gz":
+            data += gzip.decompress(data)
+        if secret in data:
+            found.append(str(p))
+    return found
+
+
+async def test_redis_password_never_written_or_printed(site: Site, tmp_path: Path) -> None:
+    """The password of the frontier URL is in no file the crawl and a worker write
+    (state.json, report.json, the log, pages, WARCs, status.url) nor on their stderr/stdout:
+    it is ``***``; a resume must be given the URL again (one line, exit 2 without it)."""
+    secret = "Pw-s3cret-42"
+    server = RedisServer(tmp_path / "redis", password=secret)
+    server.start()
+    try:
+        for i, h in enumerate(HOSTS[:2]):
+            site.route(h, "/", slow_page(page_body("/p/0", site.url(HOSTS[1 - i], "/")), 0.0))
+            site.route(h, "/p/0", slow_page(page_body("/"), 0.0))
+        outs = [tmp_path / "out" / f"w{k}" for k in range(2)]
+        args = crawl_args(site, HOSTS[:2], outs[0], "--frontier", server.url, "--crawl-id", "pw")
+        (tmp_path / "out").mkdir()
+        log = tmp_path / "out" / "crawl.log"
+        args += ["--log-file", str(log), "--verbose", "--status-port", "0"]
+        first = await start_cli(*args, *(site.url(h, "/") for h in HOSTS[:2]))
+        await wait_for(lambda: (outs[0] / "worker.json").exists(), first)
+        worker = await start_cli(
+            "worker", server.url, "--out", str(outs[1]), "--crawl-id", "pw", "--verbose"
+        )
+        results = await finish_all([first, worker])
+        for rc, _, err in results:
+            assert rc == 0, err
+        urls = {r["url"] for o in outs for r in records(o)}
+        assert urls == {site.url(h, p) for h in HOSTS[:2] for p in ("/", "/p/0")}
+        state = json.loads((outs[0] / "state.json").read_text())
+        assert state["settings"]["frontier"] == f"redis://:***@127.0.0.1:{server.port}/0"
+        assert log.stat().st_size > 0
+        # the redacted URL (as state.json has it) cannot connect: one line saying why
+        redacted = state["settings"]["frontier"]
+        rc, out, err = await finish(await start_cli("worker", redacted, "--out", str(outs[1])))
+        assert rc == 2 and err.count("\n") == 1 and "password is not kept" in err, err
+        results.append((rc, out, err))
+        # a worker whose Redis went away: the hint on stderr is redacted too
+        server.kill9()
+        gone = await start_cli("worker", server.url, "--out", str(outs[1]), "--crawl-id", "pw")
+        results.append(await finish(gone, 60))
+        assert results[-1][0] == 2 and "redis://127.0.0.1" in results[-1][2], results[-1][2]
+        for _, out, err in results:
+            assert secret not in out and secret not in err, (out, err)
+        assert files_holding(tmp_path / "out", secret.encode()) == []
+    finally:
+        server.stop()
+
+
+async def test_c39_worker_killed_and_worker_frozen_nothing_lost_nothing_twice(
+    site: Site, tmp_path: Path, redis_server_own: RedisServer
+) -> None:
+    """Case C39 (../shared/cases.md): 10 hosts x 20 pages, every answer 300 ms late;
+    ``/start`` on h0 links all 200; h3's ``/r/1..5`` answer 301 to ``/r/K/final``. Workers
+    A (the crawl), B, C; lease 5 s. At 60 answers B is killed (kill -9); at 80, C is frozen
+    (SIGSTOP) for 8 s. Every worker exits 0; the merged pages.jsonl has each of the 201 URLs
+    once (the redirects with their final URL, every final URL fetched); only URLs B or C
+    had in flight were requested twice; C's late pages lose to the accepted leases' (fence)."""
+    from tests.integration.site import redirect
+
+    hosts = [f"h{i}.example.test" for i in range(10)]
+    pages = [
+        (h, f"/r/{j - 14}" if i == 3 and j >= 15 else f"/p/{j}")
+        for i, h in enumerate(hosts)
+        for j in range(20)
+    ]
+    assert sum(1 for h, p in pages if p.startswith("/r/")) == 5
+    for h, p in pages:  # distinct bodies: each links to itself
+        if p.startswith("/r/"):
+            site.route(h, p, slow_redirect(redirect(f"{p}/final", 301), 0.3))
+            site.route(h, f"{p}/final", slow_page(page_body(f"{p}/final"), 0.3))
+        else:
+            site.route(h, p, slow_page(page_body(p), 0.3))
+    start = site.url(hosts[0], "/start")
+    site.route(hosts[0], "/start", slow_page(page_body(*(site.url(h, p) for h, p in pages)), 0.3))
+    outs = [tmp_path / n for n in ("a", "b", "c")]
+    args = crawl_args(site, hosts, outs[0], "--frontier", redis_server_own.url)
+    args += ["--crawl-id", "e2e", "--scope", "any", "--concurrency", "2", "--lease-ttl", "5"]
+    a = await start_cli(*args, start)
+    await wait_for(lambda: (outs[0] / "worker.json").exists(), a)
+    b = await start_worker(redis_server_own, outs[1])
+    c = await start_worker(redis_server_own, outs[2])
+
+    def answered() -> int:
+        return sum(1 for h in site.hits if h.end)
+
+    await wait_for(lambda: answered() >= 60 and bool(records(outs[1])), b, steps=6000)
+    assert b.returncode is None
+    with_group_killed(b)
+    await b.wait()
+    await wait_for(lambda: answered() >= 80 and bool(records(outs[2])), c, steps=6000)
+    assert c.returncode is None
+    c.send_signal(signal.SIGSTOP)
+    try:
+        await asyncio.sleep(8)  # the scenario's freeze: past the 5 s lease
+    finally:
+        c.send_signal(signal.SIGCONT)
+    for rc, _, err in await finish_all([a, c], timeout_s=180):
+        assert rc == 0, err
+    merged = tmp_path / "merged"
+    rc, _, err = await finish(await start_cli("merge", *map(str, outs), "--out", str(merged)), 60)
+    assert rc == 0, err
+    recs = records(merged)
+    want = {start} | {site.url(h, p) for h, p in pages}
+    assert sorted(r["url"] for r in recs) == sorted(want)  # 201, each once
+    finals = {r["url"]: r["final_url"] for r in recs if "/r/" in r["url"]}
+    assert finals == {u: f"{u}/final" for u in want if "/r/" in u}
+    assert all(r["status"] == 200 and isinstance(r["fence"], int) for r in recs)
+    hits = page_hits(site)
+    assert all(hits[f] >= 1 for f in finals.values())
+    assert max(hits.values()) <= 2
+    twice = {u for u, n in hits.items() if n == 2 and not u.endswith("/final")}
+    assert len(twice) <= 4, twice  # B's and C's --concurrency 2 each
+    assert max(site.max_inflight.values()) == 1
+    # C's pages of leases it lost are in its folder but not in the merge
+    stamp = json.loads((merged / "merged.json").read_text())
+    assert stamp["records"] == 201
+    assert stamp["stale_leases"] <= stamp["superseded"] <= 4
+
+
+def slow_redirect(handler: Any, delay_s: float) -> Any:
+    """``handler`` answered ``delay_s`` seconds late."""
+
+    async def h(request: Any) -> Any:
+        await asyncio.sleep(delay_s)
+        return await handler(request)
+
+    return h

@@ -93,6 +93,8 @@ async def test_page_budget_is_shared_and_non_2xx_gives_it_back(client: Any) -> N
     for f, lease in zip((a, b), got, strict=True):
         assert lease is not None
         await f.ack(lease, not_before=0, status=200)
+    assert not await a.is_finished()  # its last look found reservations: it looks again
+    assert await a.lease(0) is None and await b.lease(0) is None  # none reserved: spent
     assert await a.is_finished() and await b.is_finished()
     assert int(await client.get(dist.crawl_key(crawl, "pages"))) == 3
     await a.aclose()
@@ -131,3 +133,49 @@ async def test_deleted_crawl_stops_its_workers(client: Any) -> None:
     assert await f.lease(0) is None and await f.is_finished()
     await f.aclose()
     assert [k async for k in client.scan_iter(match=f"*{crawl}*")] == []
+
+
+async def test_no_request_starts_near_a_leases_expiry(client: Any, site: Any) -> None:
+    """Before each request the guard looks at the lease: far from its expiry, nothing; within
+    a third of --lease-ttl (10 s here), renewed first; lost (handed to another worker while
+    this one was frozen), given up: nothing is sent, the page budget is given back."""
+    from skitter.fetch.aiohttp import AiohttpFetcher
+    from skitter.frontier.redis_crawl import LeaseGuardFetcher
+    from skitter.settings import FetchSettings
+    from tests.integration.test_processes import page_body, slow_page
+
+    site.route("a.test", "/x", slow_page(page_body("/"), 0.0))
+    site.route("a.test", "/y", slow_page(page_body("/x"), 0.0))
+    crawl = await new_crawl(client)
+    clock = Clock()
+    clock.t = 1000.0
+    a = await worker(client, crawl, clock, max_pages=5)
+    await a.add([Request(site.url("a.test", "/x"))])
+    lease = await a.lease(clock.t)
+    assert lease is not None and lease.expires_at == 1010.0
+    settings = FetchSettings(resolve={("a.test", site.port): "127.0.0.1"}, resolve_only=True)
+    async with AiohttpFetcher(settings, concurrency=2, host_concurrency=1) as raw:
+        guarded = LeaseGuardFetcher(raw, a)
+        leases_key = f"{{{crawl}:{a.inner._shard(lease.host)}}}:leases"
+        clock.t = 1006.5  # 3.5 s left of 10: far enough (margin 3.33 s)
+        assert (await guarded.fetch(lease.request)).status == 200
+        assert await client.zscore(leases_key, str(lease.token // 1024)) == 1010.0
+        clock.t = 1007.0  # 3 s left: renewed before the request
+        assert (await guarded.fetch(lease.request)).status == 200
+        assert await client.zscore(leases_key, str(lease.token // 1024)) == 1017.0
+        assert len(site.hits) == 2
+        clock.t = 1017.5  # frozen past the renewed lease: another worker takes the URL
+        b = await worker(client, crawl, clock, max_pages=5)
+        lb = await b.lease(clock.t)
+        assert lb is not None and lb.request.url == lease.request.url
+        with pytest.raises(FrontierError, match="lost before its request"):
+            await guarded.fetch(lease.request)
+        assert len(site.hits) == 2  # nothing sent
+        assert a.lost == 1
+        assert int(await client.get(dist.crawl_key(crawl, "pages"))) == 1  # b's only
+        with pytest.raises(FrontierError, match="lost before its request"):  # and stays so
+            await guarded.fetch(lease.request)
+        # a request of no lease of this worker passes untouched
+        assert (await guarded.fetch(Request(site.url("a.test", "/y")))).status == 200
+    await a.aclose()
+    await b.aclose()

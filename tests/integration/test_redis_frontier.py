@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -189,9 +190,23 @@ async def test_crawl_record_budget_and_ip_tokens(client: Any) -> None:
     assert await dist.load_crawl(client, crawl) == {"x": 1}  # settings of the first start
     with pytest.raises(ConfigError, match="no crawl"):
         await dist.create_crawl(client, cid(), {}, resume=True)
-    assert await dist.take_pages(client, crawl, 5, 3) == 3
-    assert await dist.take_pages(client, crawl, 5, 3) == 2
-    assert await dist.take_pages(client, crawl, 5, 1) == 0
+    await dist.heartbeat(client, crawl, 1)
+    await dist.heartbeat(client, crawl, 2)
+    assert await dist.take_pages(client, crawl, 5, 1, 60, 3) == 3
+    assert await dist.take_pages(client, crawl, 5, 2, 60, 3) == 2
+    assert await dist.take_pages(client, crawl, 5, 1, 60) == 0  # reserved: may come back
+    await dist.give_back_pages(client, crawl, 2)
+    await dist.confirm_page(client, crawl, 2)
+    assert await dist.take_pages(client, crawl, 5, 1, 60) == 1
+    assert await client.hgetall(dist.crawl_key(crawl, "resv")) == {"1": "4"}
+    # worker 1 falls silent: after dead_after_s its 4 reservations come back to worker 2
+    await client.zadd(dist.crawl_key(crawl, "workers"), {"1": 1.0})
+    assert await dist.take_pages(client, crawl, 5, 2, 60, 9) == 4
+    await dist.confirm_page(client, crawl, 1)  # a late page of worker 1: counted again
+    assert int(await client.get(dist.crawl_key(crawl, "pages"))) == 6
+    for _ in range(4):
+        await dist.confirm_page(client, crawl, 2)
+    assert await dist.take_pages(client, crawl, 5, 2, 60) == -1  # spent for good
     assert await dist.acquire_ip(client, crawl, "10.0.0.1", 2, "a", 60)
     assert await dist.acquire_ip(client, crawl, "10.0.0.1", 2, "b", 60)
     assert not await dist.acquire_ip(client, crawl, "10.0.0.1", 2, "c", 60)
@@ -309,3 +324,147 @@ async def test_ack_sent_again_after_a_lost_reply_is_not_stale(client: Any) -> No
     with pytest.raises(FrontierError, match="stale"):
         await f.ack(lease, not_before=0)
     assert (await f.counts()).done == 1
+
+
+def test_recent_rate_counts_the_last_minute_only() -> None:
+    # bucket = seconds // 5; now 503 s: buckets 89..100 count, from 445 s to now (58 s)
+    buckets = [{"100": "10", "88": "99"}, {"89": "19"}, {}]
+    assert dist.recent_rate(buckets, 503.0, 10_000.0) == pytest.approx(29 / 58)
+    assert dist.recent_rate(buckets, 503.0, 20.0) == pytest.approx(29 / 20)  # a young crawl
+    assert dist.recent_rate(buckets, 503.0, 0.0) == 0.0
+
+
+async def test_status_pages_per_s_is_over_the_last_minute(client: Any) -> None:
+    """Acks count in the shards' 5-second buckets; an old bucket is dropped when a new one
+    starts; status divides the last minute's acks by the minute, not the crawl's life."""
+    crawl = cid()
+    await dist.create_crawl(client, crawl, {}, resume=False)
+    await client.hset(dist.crawl_key(crawl, "meta"), "created", "1000.0")  # long ago
+    f = await RedisFrontier.open(client, crawl, shards=4, buckets=4)
+    await f.add([Request(f"https://h{i}.test/") for i in range(6)])
+    leases = [await f.lease(0) for _ in range(6)]
+    assert all(leases)
+    rate_keys = [f"{{{crawl}:{s}}}:rate" for s in range(4)]
+    shard0 = next(i for i, le in enumerate(leases) if f._shard(le.host) == 0)  # type: ignore[union-attr]
+    for i, le in enumerate(leases):
+        if i != shard0:
+            assert le is not None
+            await f.ack(le, not_before=0)
+    counts = [await client.hgetall(k) for k in rate_keys]
+    assert sum(int(n) for c in counts for n in c.values()) == 5
+    # shard 0: only a bucket of an hour ago; its next ack starts a bucket and drops it
+    sec, _ = await client.time()
+    old = str(int(sec) // 5 - 720)
+    await client.delete(rate_keys[0])
+    await client.hset(rate_keys[0], old, 5000)
+    lease0 = leases[shard0]
+    assert lease0 is not None
+    await f.ack(lease0, not_before=0)
+    got = await client.hgetall(rate_keys[0])
+    assert old not in got and sum(int(n) for n in got.values()) == 1
+    await client.hset(rate_keys[1], old, 7000)  # kept until shard 1 starts a bucket: not read
+    st = await dist.read_status(client, crawl)
+    assert 6 / 60 <= st.pages_per_s <= 6 / 55
+    assert st.avg_pages_per_s == pytest.approx(6 / st.elapsed_s)
+    assert st.finished
+
+
+async def test_status_watch_ends_when_the_crawl_is_over(
+    client: Any, redis_server: RedisServer
+) -> None:
+    from tests.integration.test_processes import finish, start_cli
+
+    crawl = cid()
+    await dist.create_crawl(client, crawl, {}, resume=False)
+    f = await RedisFrontier.open(client, crawl, shards=2, buckets=4)
+    await f.add([Request(f"https://h{i}.test/") for i in range(3)])
+    proc = await start_cli(
+        "status", redis_server.url, "--crawl-id", crawl, "--watch", "0.05", "--json"
+    )
+    assert proc.stdout is not None
+    first = json.loads(await asyncio.wait_for(proc.stdout.readline(), 60))
+    assert (first["pending"], first["done"]) == (3, 0)
+    while (lease := await f.lease(0)) is not None:
+        await f.ack(lease, not_before=0)
+    rc, out, err = await finish(proc, 60)
+    assert rc == 0, err
+    last = json.loads(out.splitlines()[-1])
+    assert (last["pending"], last["leased"], last["done"]) == (0, 0, 3)
+    assert last["pages_per_s"] > 0
+
+
+async def test_bloom_seen_drops_new_urls_at_the_formula_rate(client: Any) -> None:
+    """--seen bloom:0.01 sized for 20 000 URLs (one shard, so the formula is exact): the
+    20 000 URLs added are kept (bar the filter's own false positives while it fills); then
+    4 000 other URLs are added one after another (each kept one is inserted too): the number
+    taken for seen is the sum of (1 - e^(-kn/m))^k over them, n the URLs in the filter at
+    each, within 4 standard deviations (fingerprints are deterministic: the same count every
+    run)."""
+    from skitter.frontier.redis_seen import SeenSpec
+
+    crawl = cid()
+    n = 20_000
+    f = await RedisFrontier.open(
+        client, crawl, shards=1, buckets=4, seen_rate=0.01, seen_capacity=n
+    )
+    assert f.seen == SeenSpec.for_rate(0.01, n, 1) and f.seen.bloom
+    assert (f.seen.k, f.seen.bits) == (7, 191702)  # m = ceil(-n ln 0.01 / (ln 2)^2)
+    kept = 0
+    for i in range(0, n, 1000):
+        res = await f.add([Request(f"https://a.test/in/{j}") for j in range(i, i + 1000)])
+        kept += res.added
+    filling = sum(f.seen.expected_rate(j) for j in range(n))  # expected drops while filling
+    assert n - kept <= filling + 4 * math.sqrt(filling) + 1
+    assert (await f.add([Request(f"https://a.test/in/{j}") for j in range(50)])).added == 0
+    assert 0.009 < f.seen.expected_rate(kept) < 0.011  # at capacity: about the rate asked
+    trials, dropped = 4000, 0
+    for i in range(0, trials, 1000):
+        res = await f.add([Request(f"https://b.test/out/{j}") for j in range(i, i + 1000)])
+        dropped += res.duplicates
+    probs = [f.seen.expected_rate(kept + j) for j in range(trials)]
+    mean = sum(probs)
+    sd = math.sqrt(sum(q * (1 - q) for q in probs))
+    assert abs(dropped - mean) <= 4 * sd + 1, (dropped, mean, sd)
+    assert await client.strlen(f"{{{crawl}:0}}:bloom") == math.ceil(191702 / 8)
+    # allocated at its full length when the crawl was created, not grown (over-allocated)
+    assert await client.memory_usage(f"{{{crawl}:0}}:bloom") < 191702 / 8 * 1.05
+    assert await client.exists(f"{{{crawl}:0}}:seen:0") == 0  # no exact set beside it
+
+
+async def test_seen_setting_is_the_crawls_for_joining_workers(client: Any) -> None:
+    crawl = cid()
+    a = await RedisFrontier.open(client, crawl, shards=4, seen_rate=0.001, seen_capacity=10_000)
+    b = await RedisFrontier.open(client, crawl, shards=4)  # a joining worker asks nothing
+    assert b.seen == a.seen and b.seen.bloom
+    assert await client.hget(f"{{{crawl}}}:frontier", "seen") == a.seen.encode()
+    urls = [f"https://h{i % 7}.test/{i}" for i in range(300)]
+    assert (await a.add([Request(u) for u in urls])).added >= 299
+    assert (await b.add([Request(u) for u in urls])).added == 0  # b sees a's URLs
+    await b.mark_done(["https://new.test/x"])
+    assert (await a.add([Request("https://new.test/x")])).added == 0
+    exact = await RedisFrontier.open(client, cid(), shards=4, seen_rate=None)
+    assert not exact.seen.bloom
+
+
+def test_bad_seen_spellings_exit_2_with_one_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    for flags in (
+        ["--seen", "blom:0.01"],
+        ["--seen", "bloom:0"],
+        ["--seen", "bloom:1"],
+        ["--seen", "bloom:x"],
+        ["--seen", "bloom"],
+        ["--seen-capacity", "0"],
+        ["--seen", "bloom:0.01"],  # not on a Redis frontier
+    ):
+        p = subprocess.run(
+            [sys.executable, "-m", "skitter", "crawl", "--out", str(tmp_path / "o"), *flags,
+             "http://a.test/"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert p.returncode == 2, (flags, p.stderr)
+        assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr, p.stderr
+        assert "--seen" in p.stderr
+        assert not (tmp_path / "o").exists()

@@ -122,3 +122,37 @@ def test_disk_full_names_the_file_and_leaves_no_temporary(tmp_path: Path) -> Non
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr == f"skitter: error: File too large: {out / 'pages.jsonl'}\n"
     assert [p.name for p in out.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_newest_fencing_token_wins_over_a_later_fetch(tmp_path: Path) -> None:
+    """A worker frozen past its lease writes its page late (later fetched_at, older
+    fence): the record of the newer lease (the one Redis accepted) and its links win."""
+    a, b = "http://a.test/", "http://a.test/b"
+
+    def r(url: str, at: str, fence: int | None) -> dict[str, object]:
+        rec: dict[str, object] = {"url": url, "final_url": url, "status": 200, "depth": 0,
+                                  "bytes": 5, "fetched_at": at}  # fmt: skip
+        if fence is not None:
+            rec["fence"] = fence
+        return rec
+
+    folder(
+        tmp_path / "frozen",
+        [r(a, "2026-01-01T00:00:09.000Z", 1000), r(b, "2026-01-01T00:00:09.500Z", 3000)],
+        [f"{a}\thttp://a.test/late\t\tlate\ta\t0\tqueued"],
+        {},
+    )
+    folder(
+        tmp_path / "other",
+        [r(a, "2026-01-01T00:00:05.000Z", 2000), r(b, "2026-01-01T00:00:01.000Z", None)],
+        [f"{a}\thttp://a.test/ok\t\tok\ta\t0\tqueued"],
+        {},
+    )
+    s = merge_folders([tmp_path / "frozen", tmp_path / "other"], tmp_path / "m")
+    got = [json.loads(x) for x in (tmp_path / "m" / "pages.jsonl").read_text().splitlines()]
+    assert {g["url"]: g["fence"] for g in got} == {a: 2000, b: 3000}  # fenced beats unfenced
+    assert (s.records, s.superseded, s.stale_leases) == (2, 2, 1)
+    rows = (tmp_path / "m" / "links.tsv").read_text().splitlines()[1:]
+    assert rows == [f"{a}\thttp://a.test/ok\t\tok\ta\t0\tqueued"]
+    stamp = json.loads((tmp_path / "m" / "merged.json").read_text())
+    assert stamp["stale_leases"] == 1

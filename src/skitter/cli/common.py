@@ -79,8 +79,20 @@ def frontier(text: str) -> str:
     )
 
 
+def seen_mode(text: str) -> str:
+    """``--seen`` type: ``exact`` or ``bloom:RATE`` with 0 < RATE < 1 (one-line error)."""
+    from skitter.settings import parse_seen
+
+    try:
+        parse_seen(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).split(": ", 1)[1]) from None
+    return text
+
+
 def add_redis_flags(c: argparse.ArgumentParser) -> None:
-    """``--crawl-id``, ``--lease-ttl``, ``--redis-wait`` (crawls on a Redis frontier)."""
+    """``--crawl-id``, ``--lease-ttl``, ``--redis-wait``, ``--seen``, ``--seen-capacity``
+    (crawls on a Redis frontier)."""
     g = c.add_argument_group("Redis frontier")
     g.add_argument("--crawl-id", metavar="NAME", help="the crawl's key prefix (default: skitter)")
     g.add_argument(
@@ -94,6 +106,19 @@ def add_redis_flags(c: argparse.ArgumentParser) -> None:
         type=positive_float,
         metavar="S",
         help="seconds to retry while Redis is unreachable, then exit 1 (default: 300)",
+    )
+    g.add_argument(
+        "--seen",
+        type=seen_mode,
+        metavar="MODE",
+        help="URL-seen test: exact (default) or bloom:RATE, a Bloom filter in Redis that "
+        "drops about RATE of new URLs (e.g. bloom:0.001); fixed when the crawl is created",
+    )
+    g.add_argument(
+        "--seen-capacity",
+        type=at_least_one,
+        metavar="N",
+        help="URLs the Bloom filter is sized for (default: 10000000; past it, more are dropped)",
     )
 
 
@@ -427,6 +452,8 @@ def settings_from_args(
         crawl_id=pick("crawl_id", b.crawl_id),
         lease_ttl_s=pick("lease_ttl", b.lease_ttl_s),
         redis_wait_s=pick("redis_wait", b.redis_wait_s),
+        seen=pick("seen", b.seen),
+        seen_capacity=pick("seen_capacity", b.seen_capacity),
         extract_links=b.extract_links,
         focus=b.focus,
     )

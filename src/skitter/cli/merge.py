@@ -49,8 +49,9 @@ def run(args: argparse.Namespace) -> int:
     torn = f"; {s.torn} journal(s) ended in a partial line, left out" if s.torn else ""
     if s.damaged:
         torn += f"; {s.damaged} damaged pages.jsonl line(s) (not a record), left out"
+    stale = f", {s.stale_leases} of them of lost leases" if s.stale_leases else ""
     print(
         f"merged {len(s.folders)} folders into {args.out}/: {s.records} records "
-        f"({s.superseded} earlier attempts superseded), {s.links} links.tsv rows{torn}"
+        f"({s.superseded} earlier attempts superseded{stale}), {s.links} links.tsv rows{torn}"
     )
     return 0

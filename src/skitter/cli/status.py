@@ -1,4 +1,5 @@
-"""``skitter status REDIS_URL``: a distributed crawl's counts, once or every N seconds."""
+"""``skitter status REDIS_URL``: a distributed crawl's counts, once or every N seconds (until
+the crawl is over)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ def add_parser(sub: Any) -> None:
         "--watch",
         type=positive_float,
         metavar="N",
-        help="print again every N seconds until interrupted",
+        help="print again every N seconds until the crawl is over (nothing pending or "
+        "leased) or interrupted",
     )
     p.add_argument("--json", action="store_true", help="one JSON object per reading")
 
@@ -43,7 +45,8 @@ def render(st: CrawlStatus) -> str:
     return (
         f"{st.crawl_id}: {st.state}; queued {st.pending}, leased {st.leased}, done {st.done}, "
         f"hosts {st.hosts}, workers alive {st.workers_alive}, {st.pages_per_s:.1f} pages/s "
-        f"over {st.elapsed_s:.0f} s"
+        f"(last minute; {st.avg_pages_per_s:.1f} over {st.elapsed_s:.0f} s)"
+        + (" -- finished" if st.finished else "")
     )
 
 
@@ -54,7 +57,7 @@ async def _run(args: argparse.Namespace) -> int:
         while True:
             st = await read_status(client, crawl_id)
             print(json.dumps(asdict(st)) if args.json else render(st), flush=True)
-            if args.watch is None:
+            if args.watch is None or st.finished:
                 return 0
             await asyncio.sleep(args.watch)
     finally:

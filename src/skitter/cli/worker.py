@@ -12,6 +12,7 @@ from typing import Any
 from skitter.cli.common import os_error_line, positive_float
 from skitter.cli.crawl import _crawl
 from skitter.errors import FrontierError, SkitterError
+from skitter.settings import redact_url
 from skitter.state import STATE_FILE, settings_from_dict
 from skitter.status.session import StatusOptions
 
@@ -77,7 +78,8 @@ async def _settings(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``skitter worker``; returns the exit code."""
-    hint = f"skitter worker {args.redis_url} --out {args.out} --crawl-id {args.crawl_id}"
+    url = redact_url(args.redis_url)
+    hint = f"skitter worker {url} --out {args.out} --crawl-id {args.crawl_id}"
     try:
         settings = asyncio.run(_settings(args))
         stats_interval_s = getattr(args, "stats_interval", 60.0)

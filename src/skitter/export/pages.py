@@ -7,8 +7,9 @@ Line shape (keys always in this order; compact separators, UTF-8, non-ASCII kept
      "elapsed_s":0.231,"attempts":1,"redirects":[{"url":"https://example.org/a","status":301}],
      "error":null,"error_detail":null}
 
-followed, only when set, by ``duplicate``, ``duplicate_of``, ``simhash``, ``etag`` and
-``last_modified`` (:data:`OPTIONAL_PAGE_KEYS`).
+followed, only when set, by ``duplicate``, ``duplicate_of``, ``simhash``, ``etag``,
+``last_modified`` and ``fence`` (:data:`OPTIONAL_PAGE_KEYS`; ``fence`` only from a worker of a
+Redis crawl).
 
 Each line is appended with one ``os.write`` (see :mod:`skitter.export.base` for the crash-safety
 model); :meth:`PagesWriter.repair` cuts a partial last line left by a crash.
@@ -19,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -46,7 +47,7 @@ PAGE_KEYS = (
     "error_detail",
 )
 #: Keys written after :data:`PAGE_KEYS`, in this order, only when they have a value.
-OPTIONAL_PAGE_KEYS = ("duplicate", "duplicate_of", "simhash", "etag", "last_modified")
+OPTIONAL_PAGE_KEYS = ("duplicate", "duplicate_of", "simhash", "etag", "last_modified", "fence")
 
 
 def iso_utc(epoch_s: float) -> str:
@@ -88,6 +89,8 @@ class PageRecord:
         simhash: the page's 64-bit SimHash as 16 hex digits (HTML pages, ``--dedup near``).
         etag / last_modified: the response's ETag / Last-Modified as received (for a
             recrawl's conditional requests), None when absent.
+        fence: the fencing token of the lease the URL was fetched under (a worker of a Redis
+            crawl; ``skitter merge`` keeps the record of the newest one), else None.
     """
 
     url: str
@@ -108,6 +111,7 @@ class PageRecord:
     simhash: str | None = None
     etag: str | None = None
     last_modified: str | None = None
+    fence: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object for this record, keys in :data:`PAGE_KEYS` order.
@@ -159,7 +163,13 @@ class PagesWriter(LineJournal):
         OSError: the file cannot be opened or repaired.
 
     Not thread-safe; one writer per file.
+
+    Attributes:
+        stamp: called with each record before it is written (a mode's port fills a field,
+            e.g. a Redis worker's lease ``fence``); None = records as given.
     """
+
+    stamp: Callable[[PageRecord], None] | None = None
 
     def write(self, record: PageRecord) -> int:
         """Append one record as one JSON line with a single ``os.write``.
@@ -171,6 +181,8 @@ class PagesWriter(LineJournal):
             ValueError: the writer is closed, or ``elapsed_s`` is not finite.
             OSError: the write failed (the file is left without a partial line).
         """
+        if self.stamp is not None:
+            self.stamp(record)
         return self._file.write(_encode_line(record.to_dict()))
 
 

@@ -6,9 +6,10 @@ URL-seen test + enqueue, lease, renew, ack, retry with its not_before, delay) is
 atomic Lua script on one slot (:mod:`skitter.frontier.redis_lua` lists the keys). It runs
 unchanged on one Redis or a Redis Cluster.
 
-* **URL-seen** is exact: each URL's 64-bit fingerprint (:func:`skitter.urls.fingerprint`)
-  is appended, as 8 bytes, to one of ``buckets`` strings of its shard (about 8-9 bytes per
-  URL once buckets hold tens of entries; see bench/ for measured figures).
+* **URL-seen** is exact by default: each URL's 64-bit fingerprint
+  (:func:`skitter.urls.fingerprint`) is appended, as 8 bytes, to one of ``buckets`` strings
+  of its shard (about 8-9 bytes per URL once buckets hold tens of entries; see bench/ for
+  measured figures); or, opt-in, a Bloom filter per shard (:mod:`.redis_seen`).
 * **Leases** carry a fencing token unique for the crawl's whole life (server ``TIME`` in
   microseconds, times 1024, plus the shard), and expire; an expired lease is handed out
   again and the late ack/retry/renew of the old one raises :class:`FrontierError`.
@@ -26,7 +27,6 @@ URL without a host.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import zlib
 from collections.abc import Awaitable, Callable, Sequence
@@ -38,7 +38,9 @@ import redis.exceptions as rexc
 from skitter.errors import FrontierError
 from skitter.frontier import redis_lua as lua
 from skitter.frontier.base import AddResult, FrontierCounts, _HostKeys, forced_key
-from skitter.models import Hop, Lease, Request
+from skitter.frontier.redis_codec import _fp16, _pd, decode_member, encode_request
+from skitter.frontier.redis_seen import DEFAULT_CAPACITY, SeenSpec
+from skitter.models import Lease, Request
 from skitter.urls import fingerprint, host_key
 
 __all__ = ["RedisFrontier", "shard_prefix"]
@@ -57,59 +59,6 @@ def shard_prefix(crawl_id: str, shard: int) -> str:
     return f"{{{crawl_id}:{shard}}}:"
 
 
-def _fp16(fp: int) -> str:
-    return f"{fp & 0xFFFFFFFFFFFFFFFF:016x}"
-
-
-def _fp8(fp: int) -> bytes:
-    return (fp & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "big")
-
-
-def _pd(req: Request) -> int:
-    """The (priority, depth) level of a request: ``(priority+512) * 1024 + depth``, clamped."""
-    return (min(max(req.priority, -512), 511) + 512) * 1024 + min(max(req.depth, 0), 1023)
-
-
-#: Field defaults of the JSON list after ``url`` (trailing defaults are left out).
-_DEFAULTS: tuple[Any, ...] = (0, None, None, [], 0, 0)
-
-
-def encode_request(req: Request) -> str:
-    """JSON of a :class:`Request` (the queue member's tail): a list of its fields, trailing
-    defaults left out (short members keep small host queues in Redis's compact listpack)."""
-    fields: list[Any] = [
-        req.url,
-        req.depth,
-        req.referer,
-        req.origin_url,
-        [[h.url, h.status] for h in req.redirects],
-        req.priority,
-        1 if req.check_only else 0,
-    ]
-    while len(fields) > 1 and fields[-1] == _DEFAULTS[len(fields) - 2]:
-        fields.pop()
-    return json.dumps(fields, separators=(",", ":"))
-
-
-def decode_member(member: str) -> tuple[Request, int]:
-    """(request, attempts) of a queue member ``KEY16 attempts | JSON``."""
-    bar = member.index("|", 16)
-    attempts = int(member[16:bar])
-    fields = json.loads(member[bar + 1 :])
-    fields += _DEFAULTS[len(fields) - 1 :]
-    url, depth, referer, origin, redirects, priority, check = fields
-    req = Request(
-        url,
-        depth,
-        referer,
-        origin,
-        tuple(Hop(u, s) for u, s in redirects),
-        priority,
-        bool(check),
-    )
-    return req, attempts
-
-
 class RedisFrontier:
     """The frontier of crawl ``crawl_id`` in Redis (see the module docstring).
 
@@ -120,6 +69,9 @@ class RedisFrontier:
         lease_ttl_s: seconds a lease lasts unless renewed (> 0).
         shards: logical shards (1..1024); fixed at the crawl's creation (stored in Redis).
         buckets: URL-seen strings per shard (>= 1); fixed at creation too.
+        seen_rate: None = exact URL-seen test; else a Bloom filter of that false-positive
+            rate (:mod:`skitter.frontier.redis_seen`) sized for ``seen_capacity`` URLs;
+            fixed at creation too (a joining worker gets the crawl's).
         clock: None = times are the caller's; else the caller's clock (seconds), and stored
             times are the Redis server's.
         redis_wait_s: seconds to keep retrying while Redis is unreachable.
@@ -152,6 +104,7 @@ class RedisFrontier:
         self.lease_ttl_s = float(lease_ttl_s)
         self.shards = shards
         self.buckets = buckets
+        self.seen = SeenSpec()
         self._clock = clock
         self._mode = "c" if clock is None else "s"
         self.redis_wait_s = redis_wait_s
@@ -190,6 +143,8 @@ class RedisFrontier:
         lease_ttl_s: float = 300.0,
         shards: int = 16,
         buckets: int = 1024,
+        seen_rate: float | None = None,
+        seen_capacity: int = DEFAULT_CAPACITY,
         clock: Callable[[], float] | None = None,
         redis_wait_s: float = 300.0,
         warn: Callable[[str], None] | None = None,
@@ -198,7 +153,8 @@ class RedisFrontier:
     ) -> RedisFrontier:
         """Open (creating when new) the frontier of ``crawl_id``; see the class docstring.
 
-        The shard and bucket counts of an existing crawl win over the arguments.
+        The shard and bucket counts and the URL-seen test of an existing crawl win over the
+        arguments.
 
         Raises:
             ValueError: a bad argument.
@@ -210,6 +166,7 @@ class RedisFrontier:
             raise ValueError(f"lease_ttl_s must be > 0, got {lease_ttl_s}")
         if not 1 <= shards <= MAX_SHARDS or buckets < 1:
             raise ValueError(f"shards must be 1..{MAX_SHARDS} and buckets >= 1")
+        spec = SeenSpec.for_rate(seen_rate, seen_capacity, shards)
         meta = f"{{{crawl_id}}}:frontier"
         f = cls(
             client,
@@ -228,7 +185,8 @@ class RedisFrontier:
         async def layout() -> list[Any]:
             await client.hsetnx(meta, "shards", shards)
             await client.hsetnx(meta, "buckets", buckets)
-            got: list[Any] = await client.hmget(meta, ["shards", "buckets"])
+            await client.hsetnx(meta, "seen", spec.encode())
+            got: list[Any] = await client.hmget(meta, ["shards", "buckets", "seen"])
             return got
 
         got = await f.call(layout)
@@ -246,6 +204,18 @@ class RedisFrontier:
                 own_client=own_client,
                 order=order,
             )
+        try:
+            f.seen = SeenSpec.decode(got[2] or "exact")
+        except ValueError as e:
+            raise FrontierError(f"the crawl's URL-seen setting in Redis is damaged: {e}") from e
+        if f.seen.bloom:  # allocated once, at full length (grown by SETBIT: over-allocated)
+            presize = client.register_script(lua.BLOOM_PRESIZE)
+
+            async def allocate() -> None:
+                for sp in f._prefixes:
+                    await presize(keys=[sp + "bloom"], args=[f.seen.bits - 1])
+
+            await f.call(allocate)
         if clock is not None:
             await f._sync_skew()
         return f
@@ -351,11 +321,12 @@ class RedisFrontier:
             host = self._host_key(req.url)
             fp = fingerprint(req.url)
             s = self._shard(host)
+            seen, bucket = self.seen.args(fp, self.buckets)
             per_shard.setdefault(s, []).extend(
                 (
-                    _fp8(fp),
+                    seen,
                     _fp16(fp),
-                    (fp & 0xFFFFFFFFFFFFFFFF) % self.buckets,
+                    bucket,
                     host,
                     _pd(req),
                     encode_request(req),
@@ -571,9 +542,8 @@ class RedisFrontier:
             seen.add(url)
             host = host_key(url)
             fp = fingerprint(url)
-            per_shard.setdefault(self._shard(host), []).extend(
-                (_fp8(fp), _fp16(fp), (fp & 0xFFFFFFFFFFFFFFFF) % self.buckets, host)
-            )
+            seen_arg, bucket = self.seen.args(fp, self.buckets)
+            per_shard.setdefault(self._shard(host), []).extend((seen_arg, _fp16(fp), bucket, host))
         for s, args in per_shard.items():
             await self._script("mark_done", s, args)
 

@@ -7,11 +7,18 @@ adds what every worker of the crawl must agree on, so the crawl loop needs no Re
   and the crawl is not finished; ``stopped`` -> nothing is leased and, once this worker's
   leases are settled, :meth:`is_finished` is True (the worker ends; the crawl can resume);
 * the crawl-wide ``--max-pages`` budget: each lease reserves one page in Redis; an ack
-  with a non-2xx status, a retry or a lost lease gives it back;
+  with a 2xx status spends it; a non-2xx status, a retry or a lost lease gives it back; the
+  reservations of a worker whose heartbeat stopped (killed) come back once its leases have
+  expired; a worker finds the budget spent for good only when no worker holds any;
 * lease renewal: every ``lease_ttl_s / 3`` seconds the leases this worker holds are renewed
   (a frozen worker stops renewing, its leases expire and go to others; its late ack is then
   refused by the fencing token);
-* a heartbeat (``skitter status`` counts live workers).
+* a heartbeat (``skitter status`` counts live workers);
+* the fencing token of each lease, stamped on the URL's pages.jsonl record
+  (:meth:`stamp_fence`) so ``skitter merge`` keeps the page of the lease Redis accepted;
+* the lease guard: no request of a lease starts within :attr:`margin_s` (a third of
+  ``--lease-ttl``) of the lease's expiry: :meth:`before_request` renews it first, or gives
+  it up when it was lost (:class:`LeaseGuardFetcher` calls it before every request).
 
 The state, the heartbeat and the renewals run in one background task started by
 :meth:`start` (real time: ``asyncio.sleep``); :meth:`refresh` does one round at once.
@@ -33,12 +40,15 @@ from skitter import distributed as dist
 from skitter.errors import FrontierError
 from skitter.frontier.base import AddResult, FrontierCounts
 from skitter.frontier.redis import RedisFrontier
-from skitter.models import Lease, Request
+from skitter.frontier.redis_seen import parse_seen
+from skitter.models import Lease, Request, Response
 
 if TYPE_CHECKING:
+    from skitter.export.pages import PageRecord
+    from skitter.fetch.base import Fetcher
     from skitter.settings import CrawlSettings
 
-__all__ = ["WORKER_FILE", "SharedCrawlFrontier", "open_worker_frontier"]
+__all__ = ["WORKER_FILE", "LeaseGuardFetcher", "SharedCrawlFrontier", "open_worker_frontier"]
 
 #: File of a worker's output folder holding its worker id (kept across resumes).
 WORKER_FILE = "worker.json"
@@ -82,7 +92,8 @@ class SharedCrawlFrontier:
         self.poll_s = poll_s
         self._clock = clock
         self.state = "running"
-        self._budget_out = False
+        self._budget_out = False  # spent for good
+        self._budget_wait = False  # none left now, but others hold reservations
         self._held: dict[int, Lease] = {}
         self._held_since: dict[int, float] = {}  # token -> time.monotonic() when leased
         self.max_hold_s = max_hold_s
@@ -91,6 +102,9 @@ class SharedCrawlFrontier:
         self._last_renew = 0.0
         #: leases this worker lost (expired and handed out again) while it held them
         self.lost = 0
+        # requested URL -> its lease, until the lease is acked/retried (kept even once the
+        # lease is lost: the late record still carries its token; the guard refuses it)
+        self._open: dict[str, Lease] = {}
 
     @property
     def client(self) -> Any:
@@ -150,7 +164,7 @@ class SharedCrawlFrontier:
                 await self._give_back()
                 continue
             try:
-                await self.inner.renew(lease, self._clock())
+                self._keep(await self.inner.renew(lease, self._clock()))
             except FrontierError:
                 self._held_since.pop(token, None)
                 if self._held.pop(token, None) is not None:
@@ -167,7 +181,18 @@ class SharedCrawlFrontier:
             await self.inner.call(self._decr)
 
     async def _decr(self) -> None:
-        await dist.give_back_pages(self._r, self.crawl_id)
+        await dist.give_back_pages(self._r, self.crawl_id, self.worker_id)
+
+    async def _confirm(self) -> None:
+        await dist.confirm_page(self._r, self.crawl_id, self.worker_id)
+
+    @property
+    def dead_after_s(self) -> float:
+        """Seconds of silence (no heartbeat) after which a worker's page reservations
+        return to the budget: twice its leases' life plus 10 s (a worker only slow, on a
+        loaded machine, is not taken for dead: a late page of such a worker, acked
+        because nobody reclaimed its lease, would be counted beyond ``--max-pages``)."""
+        return 2 * self.inner.lease_ttl_s + 10.0
 
     # -- the Frontier protocol ------------------------------------------------------------
 
@@ -181,8 +206,9 @@ class SharedCrawlFrontier:
             return None
         if self.max_pages is not None:
             taken = await self.inner.call(self._take)
-            if not taken:
-                self._budget_out = True
+            self._budget_wait = taken == 0
+            if taken <= 0:
+                self._budget_out = taken < 0
                 return None
         lease = await self.inner.lease(now)
         if lease is None:
@@ -190,11 +216,70 @@ class SharedCrawlFrontier:
             return None
         self._held[lease.token] = lease
         self._held_since[lease.token] = time.monotonic()
+        self._open[lease.request.requested_url] = lease
         return lease
+
+    def stamp_fence(self, rec: PageRecord) -> None:
+        """Set ``rec.fence`` to the token of the lease its URL is held under (the
+        :attr:`PagesWriter.stamp` of a Redis worker); left None for a URL not leased here."""
+        lease = self._open.get(rec.url)
+        rec.fence = lease.token if lease is not None else None
+
+    def _settled(self, lease: Lease) -> None:
+        held = self._open.get(lease.request.requested_url)
+        if held is not None and held.token == lease.token:
+            del self._open[lease.request.requested_url]
+
+    def _keep(self, lease: Lease) -> None:
+        """Keep a renewed ``lease`` (its new expiry) where the old one was."""
+        if lease.token in self._held:
+            self._held[lease.token] = lease
+        held = self._open.get(lease.request.requested_url)
+        if held is not None and held.token == lease.token:
+            self._open[lease.request.requested_url] = lease
+
+    @property
+    def margin_s(self) -> float:
+        """Seconds before a lease's expiry within which no request of it starts (a third
+        of the lease's life: renewals come every third, so a live worker never gets there)."""
+        return self.inner.lease_ttl_s / 3
+
+    async def before_request(self, request: Request) -> None:
+        """Called before each request (each hop) of a lease's URL: a lease with less than
+        :attr:`margin_s` seconds left is renewed first; one already lost (expired and
+        handed to another worker, e.g. while this worker was frozen) is given up.
+
+        A request of no lease of this worker (``requested_url`` not leased here) passes.
+
+        Raises:
+            FrontierError: the lease was lost (or Redis stayed unreachable): the request
+                must not be made (the crawl loop logs it; the lease is another's now).
+        """
+        lease = self._open.get(request.requested_url)
+        if lease is None:
+            return
+        if lease.token in self._held:
+            lease = self._held[lease.token]
+            if lease.expires_at - self._clock() >= self.margin_s:
+                return
+            try:
+                self._keep(await self.inner.renew(lease, self._clock()))
+                return
+            except FrontierError:
+                if self._held.pop(lease.token, None) is not None:
+                    self._held_since.pop(lease.token, None)
+                    self.lost += 1
+                    await self._give_back()
+        raise FrontierError(
+            f"lease of {request.requested_url} lost before its request (token {lease.token}): "
+            "not fetched"
+        )
 
     async def _take(self) -> int:
         assert self.max_pages is not None
-        return await dist.take_pages(self._r, self.crawl_id, self.max_pages)
+        return await dist.take_pages(
+            self._r, self.crawl_id, self.max_pages, self.worker_id, self.dead_after_s
+        )
 
     async def ack(
         self,
@@ -212,19 +297,31 @@ class SharedCrawlFrontier:
         """
         held = self._held.pop(lease.token, None)
         self._held_since.pop(lease.token, None)
-        await self.inner.ack(
-            lease, not_before=not_before, status=status, etag=etag, last_modified=last_modified
-        )
-        if held is not None and not (status is not None and 200 <= status < 300):
-            await self._give_back()
+        self._settled(lease)
+        try:
+            await self.inner.ack(
+                lease, not_before=not_before, status=status, etag=etag, last_modified=last_modified
+            )
+        except FrontierError:
+            if held is not None:  # lost before renew_held saw it: its page is not ours
+                await self._give_back()
+            raise
+        if held is not None and self.max_pages is not None:
+            if status is not None and 200 <= status < 300:
+                await self.inner.call(self._confirm)
+            else:
+                await self._give_back()
 
     async def retry(self, lease: Lease, *, not_before: float, count_attempt: bool = True) -> None:
         """See :meth:`RedisFrontier.retry`; the page reserved for the lease is given back."""
         held = self._held.pop(lease.token, None)
         self._held_since.pop(lease.token, None)
-        await self.inner.retry(lease, not_before=not_before, count_attempt=count_attempt)
-        if held is not None:
-            await self._give_back()
+        self._settled(lease)
+        try:
+            await self.inner.retry(lease, not_before=not_before, count_attempt=count_attempt)
+        finally:
+            if held is not None:
+                await self._give_back()
 
     async def renew(self, lease: Lease, now: float) -> Lease:
         """See :meth:`RedisFrontier.renew`."""
@@ -235,9 +332,12 @@ class SharedCrawlFrontier:
         await self.inner.delay_host(host, not_before)
 
     async def next_ready_at(self) -> float | None:
-        """See :meth:`RedisFrontier.next_ready_at` (None while paused or stopped)."""
+        """See :meth:`RedisFrontier.next_ready_at` (None while paused or stopped; a poll
+        later while the page budget waits for reservations of other workers)."""
         if self.state != "running" or self._budget_out:
             return None
+        if self._budget_wait:
+            return self._clock() + self.poll_s
         return await self.inner.next_ready_at()
 
     async def is_finished(self) -> bool:
@@ -247,6 +347,8 @@ class SharedCrawlFrontier:
             return False
         if (self.state == "stopped" or self._budget_out) and not self._held:
             return True
+        if self._budget_wait:
+            return False  # other workers' reserved pages may come back
         return await self.inner.is_finished()
 
     async def note_inlinks(self, links: Sequence[tuple[str, str]]) -> int:
@@ -277,6 +379,29 @@ class SharedCrawlFrontier:
             self._task = None
         with contextlib.suppress(Exception):
             await self._r.zrem(dist.crawl_key(self.crawl_id, "workers"), str(self.worker_id))
+        await self.inner.aclose()
+
+
+class LeaseGuardFetcher:
+    """A :class:`~skitter.fetch.base.Fetcher` that asks the worker's frontier before each
+    request (:meth:`SharedCrawlFrontier.before_request`: renew a lease near its expiry,
+    refuse one that was lost), then fetches with ``inner``.
+
+    Raises (from :meth:`fetch`): :class:`FrontierError` for a lost lease (nothing sent),
+    else what ``inner`` raises.
+    """
+
+    def __init__(self, inner: Fetcher, frontier: SharedCrawlFrontier) -> None:
+        self.inner = inner
+        self.frontier = frontier
+
+    async def fetch(self, request: Request, **kwargs: Any) -> Response:
+        """See :meth:`skitter.fetch.base.Fetcher.fetch`."""
+        await self.frontier.before_request(request)
+        return await self.inner.fetch(request, **kwargs)
+
+    async def aclose(self) -> None:
+        """Close ``inner``."""
         await self.inner.aclose()
 
 
@@ -321,6 +446,8 @@ async def open_worker_frontier(
             warn=warn,
             own_client=True,
             order="rotate",
+            seen_rate=parse_seen(settings.seen),
+            seen_capacity=settings.seen_capacity,
         )
     except BaseException:
         await client.aclose()

@@ -9,6 +9,8 @@ Keys of a shard (``sp`` = ``{CRAWL:s}:``):
 
 * ``n``       hash: ``pending``, ``leased``, ``done`` counters
 * ``seen:B``  string: URL-seen bucket B, 8-byte big-endian fingerprints appended (exact)
+* ``bloom``   string: the shard's Bloom filter bits, instead (``--seen bloom:RATE``; the
+              client sends a URL's bit positions, comma-separated, and ``b`` as its bucket)
 * ``q:HOST``  sorted set: the host's pending entries; score = ((priority+512)*1024+depth)*2^33
               + seq (FIFO within a level); member = ``KEY16`` ``attempts`` ``|`` JSON
 * ``ready``   sorted set: hosts that may be leased; score = not_before (exact), member =
@@ -24,6 +26,9 @@ Keys of a shard (``sp`` = ``{CRAWL:s}:``):
 * ``seq``     counter of entries; ``tok`` the last token issued (microseconds, see below)
 * ``settled`` sorted set: the last 4096 tokens acked or retried (an ack or retry sent again
               after its reply was lost -- Redis restarted -- answers "already done")
+* ``rate``    hash: 5-second bucket (server ``TIME`` // 5) -> URLs acked in it; buckets
+              older than a minute are dropped when a new one starts (``skitter status``
+              pages/s over the last minute)
 
 Clock: ARGV[2] is ``c`` (times are the caller's: the contract suite's fake clock) or ``s``
 (the server's: ``skew = TIME - ARGV[3]``, the caller's clock reading when it sent the call,
@@ -40,10 +45,13 @@ from __future__ import annotations
 __all__ = [
     "ACK",
     "ADD",
+    "BLOOM_PRESIZE",
     "DELAY",
     "LEASE",
     "MARK_DONE",
     "NOTE_INLINKS",
+    "RATE_BUCKETS",
+    "RATE_BUCKET_S",
     "RECLAIM",
     "RENEW",
     "RETRY",
@@ -53,7 +61,13 @@ __all__ = [
 #: Entries per (priority, depth) level of a shard: the seq part of a queue score.
 SEQ = 2**33
 
-_LIB = r"""
+#: Seconds per bucket of a shard's ``rate`` hash, and buckets kept (one minute).
+RATE_BUCKET_S = 5
+RATE_BUCKETS = 12
+
+_LIB = (
+    f"local RATE_BUCKET = {RATE_BUCKET_S}\nlocal RATE_BUCKETS = {RATE_BUCKETS}\n"
+    + r"""
 local sp = string.sub(KEYS[1], 1, #KEYS[1] - 1)
 local SEQ = 8589934592
 local skew = 0
@@ -72,6 +86,28 @@ local function has(s, f)
     if (j - 1) % 8 == 0 then return true end
     i = j + 1
   end
+end
+
+-- URL-seen test and insert of one URL: true when new. fp: its 8 bytes (exact) or its Bloom
+-- bit positions (b == 'b'); b: its bucket; cache: bucket strings read by this call
+local function seen_add(fp, b, cache)
+  if b == 'b' then
+    local new = false
+    for p in string.gmatch(fp, '%d+') do
+      if redis.call('SETBIT', sp .. 'bloom', p, 1) == 0 then new = true end
+    end
+    return new
+  end
+  local bk = sp .. 'seen:' .. b
+  local s = cache[bk]
+  if s == nil then s = redis.call('GET', bk) or '' end
+  if has(s, fp) then
+    cache[bk] = s
+    return false
+  end
+  redis.call('APPEND', bk, fp)
+  cache[bk] = s .. fp
+  return true
 end
 
 local function touch(host)
@@ -169,9 +205,11 @@ local function get_rec(tok, host)
   return score, member
 end
 """
+)
 
-#: ARGV: sp-args(4), force, then 8 per request: fp8, fp16, bucket, host, pd, json, fkey16,
-#: requested_url. Returns {skew, i0, i1, ...}: 0-based indexes of the requests enqueued.
+#: ARGV: sp-args(4), force, then 8 per request: fp8 (or Bloom positions), fp16, bucket (or
+#: ``b``), host, pd, json, fkey16, requested_url. Returns {skew, i0, i1, ...}: 0-based
+#: indexes of the requests enqueued.
 ADD = (
     _LIB
     + r"""
@@ -186,17 +224,12 @@ local function enqueue(host, key, pd, js)
   touched[host] = true
 end
 for i = 6, #ARGV, 8 do
-  local fp8, fp16, bk, host = ARGV[i], ARGV[i + 1], sp .. 'seen:' .. ARGV[i + 2], ARGV[i + 3]
+  local fp16, host = ARGV[i + 1], ARGV[i + 3]
   local pd, js, fk, reqd = tonumber(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]
-  local s = cache[bk]
-  if s == nil then s = redis.call('GET', bk) or '' end
-  if not has(s, fp8) then
-    redis.call('APPEND', bk, fp8)
-    cache[bk] = s .. fp8
+  if seen_add(ARGV[i], ARGV[i + 2], cache) then
     enqueue(host, fp16, pd, js)
     out[#out + 1] = (i - 6) / 8
   else
-    cache[bk] = s
     if force then
       local blocked = false
       if redis.call('HEXISTS', sp .. 'lfp', fp16) == 0 then
@@ -280,6 +313,13 @@ if redis.call('HEXISTS', sp .. 'forced', key) == 1 then
 end
 redis.call('DEL', sp .. 'il:' .. key)
 redis.call('HINCRBY', sp .. 'n', 'done', 1)
+local t = redis.call('TIME')
+local bucket = math.floor(tonumber(t[1]) / RATE_BUCKET)
+if redis.call('HINCRBY', sp .. 'rate', bucket, 1) == 1 then
+  for _, b in ipairs(redis.call('HKEYS', sp .. 'rate')) do
+    if tonumber(b) < bucket - RATE_BUCKETS then redis.call('HDEL', sp .. 'rate', b) end
+  end
+end
 delay(host, tonumber(ARGV[7]) + skew)
 touch(host)
 return {fmt(skew), 1}
@@ -335,15 +375,14 @@ return {fmt(skew)}
 """
 )
 
-#: ARGV: sp-args(4), then 4 per URL: fp8, fp16, bucket, host. Returns {skew}.
+#: ARGV: sp-args(4), then 4 per URL: fp8 (or Bloom positions), fp16, bucket (or ``b``),
+#: host. Returns {skew}.
 MARK_DONE = (
     _LIB
     + r"""
 for i = 5, #ARGV, 4 do
-  local fp8, fp16, bk, host = ARGV[i], ARGV[i + 1], sp .. 'seen:' .. ARGV[i + 2], ARGV[i + 3]
-  local s = redis.call('GET', bk) or ''
-  if not has(s, fp8) then
-    redis.call('APPEND', bk, fp8)
+  local fp16, host = ARGV[i + 1], ARGV[i + 3]
+  if seen_add(ARGV[i], ARGV[i + 2], {}) then
     redis.call('HINCRBY', sp .. 'n', 'done', 1)
   else
     local tok = redis.call('HGET', sp .. 'lfp', fp16)
@@ -404,3 +443,10 @@ for host, _ in pairs(touched) do touch(host) end
 return {fmt(skew), changed}
 """
 )
+
+#: KEYS: a shard's ``bloom`` key; ARGV: its last bit. Allocates a missing Bloom filter at its
+#: full length (all zero) in one go; an existing one is left as it is.
+BLOOM_PRESIZE = r"""
+if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('SETBIT', KEYS[1], ARGV[1], 0) end
+return 0
+"""
