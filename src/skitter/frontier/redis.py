@@ -467,6 +467,11 @@ class RedisFrontier:
         if int(out[1]) == 0:
             raise self._stale(lease)
 
+    async def release(self, lease: Lease, *, not_before: float) -> None:
+        """See :meth:`skitter.frontier.base.Frontier.release`: here the host stays held
+        until the ack (allowed by the protocol; no fetch overlaps the page's processing)."""
+        self._check_open()
+
     async def renew(self, lease: Lease, now: float) -> Lease:
         """See :meth:`skitter.frontier.base.Frontier.renew`.
 
