@@ -159,3 +159,31 @@ async def test_kill_9_mid_pipeline_then_resume_records_every_page_once(
     assert len(urls) == len(set(urls)), "a URL was recorded twice"
     assert set(urls) == expected
     assert sum(1 for h in site.hits if h.path_qs == "/") == 2  # / again, after the kill
+
+
+@pytest.mark.slow
+async def test_processes_2_on_one_host_parse_pages_in_another_process(
+    site: Site, tmp_path: Path
+) -> None:
+    n = 40
+    for i in range(n):
+        site.route(H, f"/p{i}", links_page(*(f"/p{j}" for j in range(i + 1, min(n, i + 4)))))
+    site.route(H, "/", links_page("/p0"))
+    out = tmp_path / "out"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "skitter", "crawl", site.url(H, "/"), "--out", str(out),
+        "--processes", "2", "--resolve", f"{H}:{site.port}:127.0.0.1", "--resolve-only",
+        "--delay", "0", "--quiet",
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0, err.decode()
+    records = [json.loads(x) for x in (out / "pages.jsonl").read_text().splitlines()]
+    assert len(records) == n + 1 and all(r["status"] == 200 for r in records)
+    parts = json.loads((out / "report.json").read_text())["parse"]["per_process"]
+    assert len(parts) == 2
+    here = sum(p["here"] for p in parts)
+    helpers = {pid: k for p in parts for pid, k in p["helpers"].items()}
+    assert here + sum(helpers.values()) == n + 1  # every page parsed once
+    assert sum(helpers.values()) >= 1  # the busy host's pages were parsed elsewhere too
+    assert not set(helpers) & {str(p["pid"]) for p in parts}  # by other processes
