@@ -4,6 +4,7 @@ that page is still being processed; one request in flight per host; ack after du
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import signal
@@ -74,7 +75,7 @@ async def test_next_request_starts_while_the_previous_page_is_processed(
     assert b_hit.start < log[0][1]  # the server saw /b before / was processed
     assert site.max_inflight[H] == 1  # never two requests to the host at once
     hits = sorted(site.hits, key=lambda h: h.start)
-    for prev, nxt in zip(hits, hits[1:], strict=False):
+    for prev, nxt in itertools.pairwise(hits):
         assert prev.end <= nxt.start, (prev.path_qs, nxt.path_qs)
     urls = [r["url"] for r in res.records]
     assert sorted(urls) == sorted(expected)
@@ -88,7 +89,7 @@ async def test_a_delay_is_kept_between_requests(site: Site, tmp_path: Path) -> N
     )
     assert {r["url"] for r in res.records} == expected
     hits = sorted((h for h in site.hits if h.path_qs != "/robots.txt"), key=lambda h: h.start)
-    for prev, nxt in zip(hits, hits[1:], strict=False):
+    for prev, nxt in itertools.pairwise(hits):
         assert nxt.start - prev.end >= 0.05 - 0.005, (prev.path_qs, nxt.path_qs)
 
 

@@ -2,31 +2,48 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
+import redis.asyncio as aioredis
 
 from skitter.errors import FrontierError
 from skitter.frontier.base import Frontier
 from skitter.frontier.memory import MemoryFrontier
+from skitter.frontier.redis import RedisFrontier
 from skitter.frontier.routing import RoutingFrontier
 from skitter.frontier.sqlite import SqliteFrontier
 from skitter.models import Lease, Request
 from skitter.sharding import Handoff
+from tests.redis_server import RedisServer
 
 Factory = Callable[..., Awaitable[Frontier]]
 
 
-@pytest.fixture(params=["memory", "sqlite", "routing"])
+@pytest.fixture(params=["memory", "sqlite", "routing", "redis"])
 async def make(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Factory]:
     opened: list[Frontier] = []
     handoffs: list[Handoff] = []
+    client = None
+    if request.param == "redis":
+        server: RedisServer = request.getfixturevalue("redis_server")
+        client = aioredis.Redis.from_url(server.url, decode_responses=True)
 
     async def factory(host_concurrency: int = 1, lease_ttl_s: float = 300.0) -> Frontier:
         f: Frontier
         if request.param == "memory":
             f = MemoryFrontier(host_concurrency=host_concurrency, lease_ttl_s=lease_ttl_s)
+        elif request.param == "redis":
+            f = await RedisFrontier.open(
+                client,
+                f"release-{uuid.uuid4().hex[:12]}",
+                host_concurrency=host_concurrency,
+                lease_ttl_s=lease_ttl_s,
+                shards=4,
+                buckets=64,
+            )
         else:
             f = await SqliteFrontier.open(
                 str(tmp_path / f"f{len(opened)}.db"),
@@ -45,6 +62,8 @@ async def make(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[
         await f.aclose()
     for h in handoffs:
         h.close()
+    if client is not None:
+        await client.aclose()
 
 
 def u(path: str, host: str = "a.test") -> str:

@@ -172,6 +172,7 @@ class RedisFrontier:
                 ("lease", lua.LEASE),
                 ("reclaim", lua.RECLAIM),
                 ("ack", lua.ACK),
+                ("release", lua.RELEASE),
                 ("retry", lua.RETRY),
                 ("renew", lua.RENEW),
                 ("delay", lua.DELAY),
@@ -468,9 +469,16 @@ class RedisFrontier:
             raise self._stale(lease)
 
     async def release(self, lease: Lease, *, not_before: float) -> None:
-        """See :meth:`skitter.frontier.base.Frontier.release`: here the host stays held
-        until the ack (allowed by the protocol; no fetch overlaps the page's processing)."""
+        """See :meth:`skitter.frontier.base.Frontier.release`.
+
+        Raises:
+            FrontierError: stale or unknown token; Redis failed.
+        """
         self._check_open()
+        s, tok = self._split_token(lease)
+        out = await self._script("release", s, [tok, lease.host, repr(not_before)])
+        if int(out[1]) == 0:
+            raise self._stale(lease)
 
     async def renew(self, lease: Lease, now: float) -> Lease:
         """See :meth:`skitter.frontier.base.Frontier.renew`.
