@@ -14,7 +14,8 @@ most ``2 × workers`` pages at once; past that the loop parses inline too, so bo
 
 Durability is not touched: a helper only returns the parsed :class:`~skitter.models.Page`;
 the crawler process writes the rows and the record and acks, as before. A helper exits when
-its crawler process is gone (``kill -9``) and ignores SIGINT (the crawler stops it).
+its crawler process is gone (``kill -9``) and ignores SIGINT (the crawler stops it); helpers
+are forked from the crawler process when first needed.
 """
 
 from __future__ import annotations
@@ -51,7 +52,10 @@ def _watch_parent(parent: int) -> None:  # pragma: no cover - runs in a helper p
 
 
 def _helper_init(parent: int) -> None:  # pragma: no cover - runs in a helper process
+    # forked from the crawler: its signal handling (the event loop's wake-up fd) is not ours
+    signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
 
 
@@ -90,7 +94,8 @@ class ParseStage:
         if self._pool is None:
             self._pool = concurrent.futures.ProcessPoolExecutor(
                 self.workers,
-                mp_context=multiprocessing.get_context("spawn"),
+                # fork: no resource tracker to complain after a kill -9, no re-import
+                mp_context=multiprocessing.get_context("fork"),
                 initializer=_helper_init,
                 initargs=(os.getpid(),),
             )
