@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 from skitter.context import CrawlContext
 from skitter.continuations import follow_redirect
 from skitter.duplicates import PageVerdict
-from skitter.errors import FetchError
+from skitter.errors import FetchError, FrontierError
 from skitter.events import call_hook
 from skitter.export.links import LinkRow, format_rows
 from skitter.export.pages import PageRecord, iso_utc
@@ -382,7 +382,8 @@ class Worker:
         # the pipeline's hand-over: the response is final and read, so the host's slot goes
         # back to the frontier (its next request may start after the gap) while this page
         # is judged, archived, parsed and recorded; the lease is acked only after that
-        await c.frontier.release(lease, not_before=end + gap)
+        with contextlib.suppress(FrontierError):  # a lease lost meanwhile: its ack says so
+            await c.frontier.release(lease, not_before=end + gap)
         self._on_release()
         verdict = self._judge_content(req, host, resp)  # a dropped (empty) body: no verdict
         if archive:
