@@ -7,6 +7,13 @@ The loop does not know what mode it runs in: link checking plugs in as the worke
 policy (:mod:`skitter.lease_policy`), other processes of a ``--processes`` crawl as its peers
 (:mod:`skitter.peers`).
 
+Pipeline (Scrapy's engine/downloader split): a lease's task holds its host only while
+fetching; once the final response is read the worker releases the host to the frontier
+(:meth:`skitter.frontier.base.Frontier.release`, politeness gap included) and wakes the loop,
+which may lease the host's next URL while the page is judged, archived, parsed
+(:mod:`skitter.parse_stage`: in helper processes when this process is host-bound) and
+recorded. Tasks in that second stage count as in flight until their ack.
+
 Durability (``kill -9`` at any instant): the worker writes each page's WARC exchange, links.tsv
 rows and pages.jsonl record before it acks the lease. Every few seconds the frontier is
 committed and ``checkpoint.json`` records the journal offsets and the counters as they were

@@ -10,7 +10,9 @@ it routes other processes' hosts to them (:mod:`skitter.frontier.routing`).
 
 Durability (``kill -9`` at any instant): for every page the WARC exchange, then the page's
 links.tsv rows, then its pages.jsonl record are appended (one ``write()`` each, with no
-``await`` between the last two), and only then is the lease acked in the frontier.
+``await`` between the last two), and only then is the lease acked in the frontier. The host
+itself is released earlier, when the final response has been read (the crawl pipeline,
+:mod:`skitter.crawler`): a release frees the host's fetch slot, not the URL.
 """
 
 from __future__ import annotations
