@@ -7,6 +7,13 @@ The loop does not know what mode it runs in: link checking plugs in as the worke
 policy (:mod:`skitter.lease_policy`), other processes of a ``--processes`` crawl as its peers
 (:mod:`skitter.peers`).
 
+Pipeline (Scrapy's engine/downloader split): a lease's task holds its host only while
+fetching; once the final response is read the worker releases the host to the frontier
+(:meth:`skitter.frontier.base.Frontier.release`, politeness gap included) and wakes the loop,
+which may lease the host's next URL while the page is judged, archived, parsed
+(:mod:`skitter.parse_stage`: in helper processes when this process is host-bound) and
+recorded. Tasks in that second stage count as in flight until their ack.
+
 Durability (``kill -9`` at any instant): the worker writes each page's WARC exchange, links.tsv
 rows and pages.jsonl record before it acks the lease. Every few seconds the frontier is
 committed and ``checkpoint.json`` records the journal offsets and the counters as they were
@@ -19,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -35,6 +43,7 @@ from skitter.events import CrawlHooks
 from skitter.lease_policy import LeasePolicy
 from skitter.models import Lease, Request, Response
 from skitter.observer import observe_frontier
+from skitter.parse_stage import Extract, ParseStage
 from skitter.peers import Peers
 from skitter.recovery import reconcile
 from skitter.recrawl import RecrawlPolicy
@@ -55,6 +64,15 @@ log = logging.getLogger("skitter")
 
 CHECKPOINT_EVERY_S = 2.0
 REPORT_EVERY_S = 30.0
+
+
+def _remote_extract(c: Components) -> Extract:
+    """:meth:`Components.extract` as a picklable function (for parse helper processes)."""
+    from skitter.links import extract
+
+    return functools.partial(
+        extract, bot_token=c.bot_token, resources=c.extract_resources, ids=c.extract_ids
+    )
 
 
 class Crawler:
@@ -118,6 +136,7 @@ class Crawler:
         self._quality = q
         self._ctx: CrawlContext | None = None
         self._worker: Worker | None = None
+        self._parse: ParseStage | None = None
         self._inflight: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
         self._stopping = False
@@ -162,7 +181,10 @@ class Crawler:
             dups=DuplicateStage(self._quality),
             recrawl=self.policy.recrawl if isinstance(self.policy, RecrawlPolicy) else None,
         )
-        self._worker = Worker(ctx)
+        self._parse = ParseStage(
+            components.extract, self.peers.parse_helpers, remote=_remote_extract(components)
+        )
+        self._worker = Worker(ctx, parse=self._parse, on_release=self.wake)
         try:
             # after build_components: the frontier's lock is held before any repair
             peers.open(ctx, self)
@@ -178,6 +200,8 @@ class Crawler:
         return await self._worker.robots_fetch(url)
 
     async def _close_components(self) -> None:
+        if self._parse is not None:
+            self._parse.close()
         try:
             if self._ctx is not None:
                 await self._ctx.components.aclose()
@@ -289,6 +313,7 @@ class Crawler:
         frontier = ctx.components.frontier
         peers = self.peers
         inflight = self._inflight
+        parse = worker.parse
         self._started = time.monotonic()
         self._last_checkpoint = self._last_report = self._started
         await worker.add_seeds([*self.settings.seeds, *seeds])
@@ -320,6 +345,8 @@ class Crawler:
                     lease = await frontier.lease(self.clock())
                     if lease is None:
                         peers.publish(ctx.stats.ok, len(inflight))
+                # room but no ready host: this process's pages may be parsed by helpers
+                parse.host_bound = room and lease is None
                 if lease is not None:
                     peers.leased()
                     task = asyncio.create_task(self._guarded(worker, lease))
@@ -440,7 +467,8 @@ class Crawler:
         report = build_report(
             self._context, self.snapshot(), finished=self._finished, stop_reason=self.stop_reason
         )
-        return {**report, **self.limit.report_sections()}
+        parse = self._parse.report_sections() if self._parse is not None else {}
+        return {**report, **self.limit.report_sections(), **parse}
 
     def _write_report(self) -> None:
         if self._ctx is None:

@@ -111,6 +111,11 @@ class ObservedFrontier:
         await self.inner.retry(lease, not_before=not_before, count_attempt=count_attempt)
         self.observer.on_schedule(lease.host, not_before, count_attempt)
 
+    async def release(self, lease: Lease, *, not_before: float) -> None:
+        """See :meth:`Frontier.release`."""
+        await self.inner.release(lease, not_before=not_before)
+        self.observer.on_schedule(lease.host, not_before, False)
+
     async def renew(self, lease: Lease, now: float) -> Lease:
         """See :meth:`Frontier.renew`."""
         return await self.inner.renew(lease, now)

@@ -73,6 +73,9 @@ class Peers:
         warc_dir: folder of this process's WARC files (None: the output folder).
         warc_prefix: their file name prefix.
         ip_slots: ``--ip-concurrency`` shared with the peers, or None.
+        parse_helpers: helper processes that may parse this process's pages while its
+            host-bound loop keeps fetching (:class:`skitter.parse_stage.ParseStage`; the
+            cores of the peers, 0 alone).
     """
 
     index: int = 0
@@ -80,6 +83,7 @@ class Peers:
     warc_dir: Path | None = None
     warc_prefix: str = "skitter"
     ip_slots: SharedSlots | None = None
+    parse_helpers: int = 0
 
     def open(self, ctx: CrawlContext, loop: LoopControl) -> None:
         """Attach to a crawl whose components are built (before any resume repair)."""

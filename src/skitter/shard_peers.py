@@ -89,6 +89,7 @@ class ShardPeers(Peers):
         self.warc_dir: Path | None = link.out_dir
         self.warc_prefix = link.warc_prefix
         self.ip_slots = link.ip_slots
+        self.parse_helpers = link.count - 1  # the other processes' cores, when they idle
         self._sh: _ShardState | None = None
         self._ctx: CrawlContext | None = None
         self._loop: LoopControl | None = None

@@ -383,8 +383,8 @@ def focus_port(settings: CrawlSettings) -> Focus:
 
 def merged_sections(reports: list[dict[str, Any]]) -> dict[str, Any]:
     """The sections of a sharded crawl's report.json that come from its processes'
-    reports: ``focus`` (counts summed), ``concurrency`` and ``timeouts`` (``{"per_process":
-    [...]}``, in process order); absent sections stay absent."""
+    reports: ``focus`` (counts summed), ``concurrency``, ``timeouts`` and ``parse``
+    (``{"per_process": [...]}``, in process order); absent sections stay absent."""
     out: dict[str, Any] = {}
     focus = [r["focus"] for r in reports if isinstance(r.get("focus"), dict)]
     if focus:
@@ -394,7 +394,7 @@ def merged_sections(reports: list[dict[str, Any]]) -> dict[str, Any]:
                 if isinstance(v, int) and not isinstance(v, bool):
                     merged[k] = merged.get(k, 0) + v
         out["focus"] = merged
-    for name in ("concurrency", "timeouts"):
+    for name in ("concurrency", "timeouts", "parse"):
         parts = [r[name] for r in reports if isinstance(r.get(name), dict)]
         if parts:
             out[name] = {"per_process": parts}

@@ -10,7 +10,9 @@ it routes other processes' hosts to them (:mod:`skitter.frontier.routing`).
 
 Durability (``kill -9`` at any instant): for every page the WARC exchange, then the page's
 links.tsv rows, then its pages.jsonl record are appended (one ``write()`` each, with no
-``await`` between the last two), and only then is the lease acked in the frontier.
+``await`` between the last two), and only then is the lease acked in the frontier. The host
+itself is released earlier, when the final response has been read (the crawl pipeline,
+:mod:`skitter.crawler`): a release frees the host's fetch slot, not the URL.
 """
 
 from __future__ import annotations
@@ -23,19 +25,20 @@ import inspect
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from skitter.context import CrawlContext
 from skitter.continuations import follow_redirect
 from skitter.duplicates import PageVerdict
-from skitter.errors import FetchError
+from skitter.errors import FetchError, FrontierError
 from skitter.events import call_hook
 from skitter.export.links import LinkRow, format_rows
 from skitter.export.pages import PageRecord, iso_utc
 from skitter.link_decisions import decide_links, rows_as
 from skitter.logs import logged, politeness
 from skitter.models import Hop, Lease, Page, Request, Response
+from skitter.parse_stage import ParseStage
 from skitter.politeness import (
     backoff_s,
     next_allowed_at,
@@ -92,10 +95,24 @@ class Worker:
 
     Args:
         ctx: the crawl's shared state (:class:`skitter.context.CrawlContext`).
+        parse: the parse step (:class:`skitter.parse_stage.ParseStage`; default inline).
+        on_release: called when a lease's host slot is handed back to the frontier
+            (response read, page not yet processed): the crawl loop's wake-up.
     """
 
-    def __init__(self, ctx: CrawlContext) -> None:
+    def __init__(
+        self,
+        ctx: CrawlContext,
+        *,
+        parse: ParseStage | None = None,
+        on_release: Callable[[], None] | None = None,
+    ) -> None:
         self.ctx = ctx
+        #: the parse step (inline by default; helpers under --processes: skitter.parse_stage)
+        self.parse = parse if parse is not None else ParseStage(ctx.components.extract)
+        #: called when a host's slot is handed back before the page is processed (the crawl
+        #: loop looks at the frontier again)
+        self._on_release = on_release or (lambda: None)
         self._ip_sems: dict[str, asyncio.Semaphore] = {}
         self._host_last_end: dict[str, float] = {}
         # pages: the file-type focus and adaptive deadlines wrap the fetcher (skitter.build)
@@ -345,17 +362,17 @@ class Worker:
             return
         end = self.ctx.clock()
         self._host_last_end[host] = end
-        verdict = self._judge_content(req, host, resp)  # a dropped (empty) body: no verdict
-        if c.warc is not None and not req.check_only and c.focus.archive(req.url, resp):
-            self._archive(req, resp, verdict)
         gap = self.gap_s(crawl_delay)
         self.log_gap(host, gap, crawl_delay)
         status = resp.status
         detail: str | None = resp.note  # e.g. a Content-Encoding that was not applied
+        archive = c.warc is not None and not req.check_only and c.focus.archive(req.url, resp)
         if status == 429 or status >= 500:
             ra = parse_retry_after(resp.header("retry-after"), time.time())
             d = retry_decision(status, None, attempts, p.retries, ra, p.max_retry_after_s)
             if d.retry:
+                if archive:
+                    self._archive(req, resp, None)
                 wait = max(d.wait_s, gap)
                 cause = f"HTTP {status}" + (f", Retry-After {ra:g} s" if ra is not None else "")
                 self.log_backoff(host, req.url, wait, cause, attempts)
@@ -364,6 +381,15 @@ class Worker:
             if ra is not None and ra > 0:
                 gap = max(gap, min(ra, p.max_retry_after_s))
             detail = _no_retry_detail(status, d.reason, attempts, ra, p.max_retry_after_s)
+        # the pipeline's hand-over: the response is final and read, so the host's slot goes
+        # back to the frontier (its next request may start after the gap) while this page
+        # is judged, archived, parsed and recorded; the lease is acked only after that
+        with contextlib.suppress(FrontierError):  # a lease lost meanwhile: its ack says so
+            await c.frontier.release(lease, not_before=end + gap)
+        self._on_release()
+        verdict = self._judge_content(req, host, resp)  # a dropped (empty) body: no verdict
+        if archive:
+            self._archive(req, resp, verdict)
         self._tally_allowed(req.url)
         if 300 <= status < 400 and resp.header("location") is not None:
             await follow_redirect(self, lease, resp, attempts, end + gap)
@@ -491,7 +517,7 @@ class Worker:
             and _is_html(resp)
             and not (300 <= resp.status < 400)
         ):
-            page = c.extract(
+            page = await self.parse.parse(
                 resp.body, req.url, resp.header("content-type"), _robots_header_values(resp)
             )
             if verdict is not None and verdict.duplicate is not None:

@@ -136,6 +136,19 @@ class Frontier(Protocol):
         """
         ...
 
+    async def release(self, lease: Lease, *, not_before: float) -> None:
+        """The lease's request to its host has ended (its response is read): the host may be
+        leased again from ``not_before`` (seconds; only moves forward) while the lease stays
+        outstanding until its ack (the page is still being processed). A host thus has at
+        most ``host_concurrency`` requests *being fetched*; an ack or retry after a release
+        frees no second slot; an expired released lease is reclaimed as usual. A backend
+        may keep the host held until the ack instead (correct, without the overlap).
+
+        Raises:
+            FrontierError: stale or unknown token.
+        """
+        ...
+
     async def renew(self, lease: Lease, now: float) -> Lease:
         """Extend a lease: the returned lease (same token) expires at ``now + lease_ttl_s``.
 
@@ -270,15 +283,16 @@ class _Host:
 
 
 class _LeaseRec:
-    """An outstanding lease."""
+    """An outstanding lease (``released``: its fetch ended, its host slot is free)."""
 
-    __slots__ = ("attempts", "entry", "expires_at", "host")
+    __slots__ = ("attempts", "entry", "expires_at", "host", "released")
 
     def __init__(self, entry: Entry, host: _Host, expires_at: float, attempts: int) -> None:
         self.entry = entry
         self.host = host
         self.expires_at = expires_at
         self.attempts = attempts
+        self.released = False
 
 
 class _HostKeys:
@@ -435,7 +449,8 @@ class _CoreFrontier:
     def _release(self, token: int, rec: _LeaseRec) -> None:
         del self._leases[token]
         del self._leased_fps[rec.entry[3]]
-        rec.host.inflight -= 1
+        if not rec.released:
+            rec.host.inflight -= 1
 
     def _lease(self, now: float) -> Lease | None:
         self._check_open()
@@ -503,6 +518,21 @@ class _CoreFrontier:
         self._pending += 1
         self._delay(h, not_before)
         self._touch(h)
+
+    async def release(self, lease: Lease, *, not_before: float) -> None:
+        """See :meth:`Frontier.release` (the host's slot is freed in memory; the lease stays).
+
+        Raises:
+            FrontierError: stale or unknown token.
+        """
+        self._check_open()
+        rec = self._rec(lease)
+        if rec.released:
+            return
+        rec.released = True
+        rec.host.inflight -= 1
+        self._delay(rec.host, not_before)
+        self._touch(rec.host)
 
     def _renew(self, lease: Lease, now: float) -> Lease:
         self._check_open()

@@ -118,20 +118,8 @@ class RedisFrontier:
         self._skew = 0.0
         self._prefixes = [shard_prefix(crawl_id, s) for s in range(shards)]
         self._host_key = _HostKeys()
-        self._scripts = {
-            name: client.register_script(src)
-            for name, src in (
-                ("add", lua.ADD),
-                ("lease", lua.LEASE),
-                ("reclaim", lua.RECLAIM),
-                ("ack", lua.ACK),
-                ("retry", lua.RETRY),
-                ("renew", lua.RENEW),
-                ("delay", lua.DELAY),
-                ("mark_done", lua.MARK_DONE),
-                ("note_inlinks", lua.NOTE_INLINKS),
-            )
-        }
+        names = "add lease reclaim ack release retry renew delay mark_done note_inlinks"
+        self._scripts = {n: client.register_script(getattr(lua, n.upper())) for n in names.split()}
 
     @classmethod
     async def open(
@@ -436,6 +424,12 @@ class RedisFrontier:
         args = [tok, lease.host, repr(not_before), "1" if count_attempt else "0"]
         out = await self._script("retry", s, args, repeat_flag=True)
         if int(out[1]) == 0:
+            raise self._stale(lease)
+
+    async def release(self, lease: Lease, *, not_before: float) -> None:
+        """See :meth:`Frontier.release` (FrontierError: stale token, Redis failed)."""
+        s, tok = self._split_token(lease)
+        if not int((await self._script("release", s, [tok, lease.host, repr(not_before)]))[1]):
             raise self._stale(lease)
 
     async def renew(self, lease: Lease, now: float) -> Lease:

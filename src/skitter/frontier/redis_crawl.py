@@ -323,6 +323,10 @@ class SharedCrawlFrontier:
             if held is not None:
                 await self._give_back()
 
+    async def release(self, lease: Lease, *, not_before: float) -> None:
+        """See :meth:`RedisFrontier.release`."""
+        await self.inner.release(lease, not_before=not_before)
+
     async def renew(self, lease: Lease, now: float) -> Lease:
         """See :meth:`RedisFrontier.renew`."""
         return await self.inner.renew(lease, now)

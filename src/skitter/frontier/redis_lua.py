@@ -21,6 +21,7 @@ Keys of a shard (``sp`` = ``{CRAWL:s}:``):
 * ``active``  set: hosts with pending or leased work
 * ``leases``  sorted set: token -> expires_at; ``lease`` hash: token -> host, score, member
 * ``lfp``     hash: KEY16 of a leased entry -> token
+* ``rel``     hash: token -> 1 for a lease whose host slot is released (counted out of ``inf``)
 * ``il:KEY16`` set: source hosts that linked to a pending URL (``--order inlinks``)
 * ``forced``  hash: KEY16 of a ``force=True`` entry -> 1 (pending or leased) or d (done)
 * ``seq``     counter of entries; ``tok`` the last token issued (microseconds, see below)
@@ -53,6 +54,7 @@ __all__ = [
     "RATE_BUCKETS",
     "RATE_BUCKET_S",
     "RECLAIM",
+    "RELEASE",
     "RENEW",
     "RETRY",
     "SEQ",
@@ -160,8 +162,10 @@ local function release(tok, host, member)
   redis.call('HDEL', sp .. 'lease', tok)
   redis.call('ZREM', sp .. 'leases', tok)
   redis.call('HDEL', sp .. 'lfp', string.sub(member, 1, 16))
-  if redis.call('HINCRBY', sp .. 'inf', host, -1) <= 0 then
-    redis.call('HDEL', sp .. 'inf', host)
+  if redis.call('HDEL', sp .. 'rel', tok) == 0 then
+    if redis.call('HINCRBY', sp .. 'inf', host, -1) <= 0 then
+      redis.call('HDEL', sp .. 'inf', host)
+    end
   end
   redis.call('HINCRBY', sp .. 'n', 'leased', -1)
 end
@@ -322,6 +326,25 @@ if redis.call('HINCRBY', sp .. 'rate', bucket, 1) == 1 then
 end
 delay(host, tonumber(ARGV[7]) + skew)
 touch(host)
+return {fmt(skew), 1}
+"""
+)
+
+#: ARGV: sp-args(4), token_us, host, not_before. Returns {skew, 1} (released, or already)
+#: or {skew, 0} (stale token): the host's slot is freed, the lease stays (Frontier.release).
+RELEASE = (
+    _LIB
+    + r"""
+local tok, host = ARGV[5], ARGV[6]
+local score, member = get_rec(tok, host)
+if not score then return {fmt(skew), 0} end
+if redis.call('HSETNX', sp .. 'rel', tok, '1') == 1 then
+  if redis.call('HINCRBY', sp .. 'inf', host, -1) <= 0 then
+    redis.call('HDEL', sp .. 'inf', host)
+  end
+  delay(host, tonumber(ARGV[7]) + skew)
+  touch(host)
+end
 return {fmt(skew), 1}
 """
 )

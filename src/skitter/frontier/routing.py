@@ -133,6 +133,10 @@ class RoutingFrontier:
         """:meth:`Frontier.retry` of the local frontier."""
         await self.local.retry(lease, not_before=not_before, count_attempt=count_attempt)
 
+    async def release(self, lease: Lease, *, not_before: float) -> None:
+        """:meth:`Frontier.release` of the local frontier."""
+        await self.local.release(lease, not_before=not_before)
+
     async def renew(self, lease: Lease, now: float) -> Lease:
         """:meth:`Frontier.renew` of the local frontier."""
         return await self.local.renew(lease, now)
