@@ -89,6 +89,12 @@ def add_parser(sub: Any) -> None:
     add_status_flags(c)
     out.add_argument("--no-warc", action="store_true", help="do not write WARC files")
     out.add_argument(
+        "--links-compress",
+        choices=("none", "zstd"),
+        help="zstd: write links.tsv.zst (one zstd frame per checkpoint) instead of links.tsv "
+        "(default none; fixed for the life of a crawl)",
+    )
+    out.add_argument(
         "--processes",
         type=processes,
         metavar="N",
