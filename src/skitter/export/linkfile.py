@@ -147,67 +147,53 @@ def open_links(path: str | os.PathLike[str], mode: str = "rb") -> IO[Any]:
     return buffered
 
 
-def frame_ends(path: str | os.PathLike[str], start: int = 0) -> tuple[list[int], int]:
-    """Walk the zstd frames of ``path`` from ``start`` (a frame boundary) by their block
-    headers (RFC 8878 §3.1.1), without decompressing.
+def _frames(path: str | os.PathLike[str], start: int = 0) -> Iterator[tuple[int, int, bytes]]:
+    """``(start, end, content)`` of each complete frame of ``path`` from ``start`` (a frame
+    boundary) on, each one decoded and its checksum verified; stops at the first frame that
+    is cut short or damaged (a crash mid-write)."""
+    dctx = zstandard.ZstdDecompressor()
+    with open(path, "rb") as f:
+        f.seek(start)
+        pos = start  # start of the current frame
+        dobj: Any = None
+        fed = 0
+        out: list[bytes] = []
+        while chunk := f.read(_READ_BYTES):
+            while chunk:
+                if dobj is None:
+                    dobj, fed, out = dctx.decompressobj(), 0, []
+                try:
+                    out.append(dobj.decompress(chunk))
+                except zstandard.ZstdError:
+                    return
+                if not dobj.eof:
+                    fed += len(chunk)
+                    break
+                rest = dobj.unused_data
+                end = pos + fed + len(chunk) - len(rest)
+                yield pos, end, b"".join(out)
+                pos, dobj, chunk = end, None, rest
 
-    Returns:
-        (the end offset of every complete frame, the file size). A last frame that is cut
-        short or not a frame (a crash mid-write) is not listed.
+
+def frame_ends(path: str | os.PathLike[str], start: int = 0) -> tuple[list[int], int]:
+    """The end offset of every complete, valid frame of ``path`` from ``start`` (a frame
+    boundary) on, and the file size (a torn last frame is not listed).
 
     Raises:
         OSError: the file cannot be read.
     """
-    ends: list[int] = []
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        pos = start
-        while pos < size:
-            end = _frame_end(f, pos, size)
-            if end is None:
-                break
-            ends.append(end)
-            pos = end
-    return ends, size
-
-
-def _frame_end(f: BinaryIO, pos: int, size: int) -> int | None:
-    f.seek(pos)
-    head = f.read(18)
-    if len(head) < 6:
-        return None
-    if head[:4] != _MAGIC:
-        if head[1:4] == b"\x2a\x4d\x18" and head[0] & 0xF0 == 0x50:  # skippable frame
-            end = pos + 8 + int.from_bytes(head[4:8], "little")
-            return end if end <= size else None
-        return None
-    fhd = head[4]
-    single = (fhd >> 5) & 1
-    fcs = (fhd >> 6) & 3
-    fcs_size = (1 if single else 0) if fcs == 0 else (2, 4, 8)[fcs - 1]
-    checksum = 4 if (fhd >> 2) & 1 else 0
-    p = pos + 5 + (0 if single else 1) + (0, 1, 2, 4)[fhd & 3] + fcs_size
-    while True:
-        if p + 3 > size:
-            return None
-        f.seek(p)
-        h = int.from_bytes(f.read(3), "little")
-        btype = (h >> 1) & 3
-        if btype == 3:
-            return None
-        p += 3 + (1 if btype == 1 else h >> 3)
-        if h & 1:
-            end = p + checksum
-            return end if end <= size else None
+    size = os.path.getsize(path)
+    return [end for _, end, _ in _frames(path, start)], size
 
 
 def iter_lines(
     path: str | os.PathLike[str], start: int = 0, end: int | None = None
 ) -> Iterator[tuple[int, bytes]]:
-    """The complete lines (ending in ``\\n``) of a links file from byte ``start`` on, each
+    """The complete lines (ending in ``\n``) of a links file from byte ``start`` on, each
     with the offset of its unit: the line's own offset in links.tsv, the start of its frame in
-    links.tsv.zst (``start`` must then be a frame boundary: a checkpoint offset). With
-    ``end`` (a line end or frame end: :func:`complete_end`), nothing past it.
+    links.tsv.zst (``start`` must then be a frame boundary: a checkpoint offset; only
+    complete frames are read). With ``end`` (a line end or frame end: :func:`complete_end`),
+    nothing past it.
 
     Raises:
         OSError: the file cannot be read.
@@ -222,18 +208,12 @@ def iter_lines(
                 yield pos, line
                 pos += len(line)
         return
-    ends, _ = frame_ends(path, start)
-    with open(path, "rb") as fh:
-        pos = start
-        for stop in ends:
-            if end is not None and stop > end:
-                return
-            fh.seek(pos)
-            text = _decode(fh.read(stop - pos))
-            for line in io.BytesIO(text):
-                if line.endswith(b"\n"):
-                    yield pos, line
-            pos = stop
+    for first, stop, text in _frames(path, start):
+        if end is not None and stop > end:
+            return
+        for line in io.BytesIO(text):
+            if line.endswith(b"\n"):
+                yield first, line
 
 
 def complete_end(path: str | os.PathLike[str]) -> int:
@@ -254,13 +234,33 @@ def complete_end(path: str | os.PathLike[str]) -> int:
     return end
 
 
-def _decode(frame: bytes) -> bytes:
-    """The content of one (possibly torn) frame, as far as it decodes."""
-    dobj = zstandard.ZstdDecompressor().decompressobj()
-    try:
-        return bytes(dobj.decompress(frame))
-    except zstandard.ZstdError:
+def _decode_torn(data: bytes) -> bytes:
+    """What a torn frame decodes to: its blocks (RFC 8878 §3.1.1.2) fed one at a time, up to
+    the first one that is cut short or does not decode."""
+    if len(data) < 6 or data[:4] != _MAGIC:
         return b""
+    fhd = data[4]
+    single = (fhd >> 5) & 1
+    fcs = (fhd >> 6) & 3
+    fcs_size = (1 if single else 0) if fcs == 0 else (2, 4, 8)[fcs - 1]
+    p = 5 + (0 if single else 1) + (0, 1, 2, 4)[fhd & 3] + fcs_size
+    dobj = zstandard.ZstdDecompressor().decompressobj()
+    out: list[bytes] = []
+    last = 0
+    while p + 3 <= len(data):
+        h = int.from_bytes(data[p : p + 3], "little")
+        btype = (h >> 1) & 3
+        nxt = p + 3 + (1 if btype == 1 else h >> 3)
+        if btype == 3 or nxt > len(data):
+            break
+        try:
+            out.append(dobj.decompress(data[last:nxt]))
+        except zstandard.ZstdError:
+            break
+        last = p = nxt
+        if h & 1:
+            break
+    return b"".join(out)
 
 
 def _frame(data: bytes) -> bytes:
@@ -388,7 +388,7 @@ class ZstdLinksWriter(LineJournal):
             return 0
         with open(path, "rb") as f:
             f.seek(good)
-            text = _decode(f.read())
+            text = _decode_torn(f.read())
         text = text[: text.rfind(b"\n") + 1]
         if good == 0 and not text.startswith(_HEADER_BYTES):
             text = b""  # not even the header frame: the writer starts the file again
