@@ -126,3 +126,19 @@ def test_not_a_links_file_is_refused(tmp_path: Path) -> None:
     p.write_bytes(zstandard.ZstdCompressor().compress(b"hello\n"))
     with pytest.raises(StateError, match=r"not a Skitter links\.tsv\.zst"):
         ZstdLinksWriter(p)
+
+
+def test_the_live_status_follows_links_tsv_zst(tmp_path: Path) -> None:
+    from skitter.status.journal import _Follower
+
+    follower = _Follower(tmp_path / "links.tsv", skip_header=True)
+    w = ZstdLinksWriter(tmp_path / "links.tsv.zst")
+    w.write_text(page(1, rows=2))
+    assert follower.new_lines() == []  # the open frame: not read before the checkpoint
+    w.offset()
+    w.write_text(page(2, rows=1))
+    w.close()
+    assert follower.new_lines() == [
+        line.encode() for line in (page(1, 2) + page(2, 1)).splitlines()
+    ]
+    assert follower.new_lines() == []

@@ -42,6 +42,7 @@ __all__ = [
     "header_frame",
     "is_zstd",
     "iter_lines",
+    "lines_since",
     "links_file",
     "links_name",
     "links_writer",
@@ -424,3 +425,15 @@ def repair_links(out_dir: str | os.PathLike[str], compress: str) -> int:
 def header_frame() -> bytes:
     """The header frame that starts every links.tsv.zst (always the same bytes)."""
     return _frame(_HEADER_BYTES)
+
+
+def lines_since(path: str | os.PathLike[str], start: int) -> tuple[list[bytes], int]:
+    """The lines of the complete frames of a links.tsv.zst from ``start`` (a frame boundary)
+    on, and the offset after them (where to start next time): for a follower of a growing
+    file. Raises OSError."""
+    lines: list[bytes] = []
+    end = start
+    for _, stop, text in _frames(path, start):
+        lines.extend(line for line in io.BytesIO(text) if line.endswith(b"\n"))
+        end = stop
+    return lines, end
