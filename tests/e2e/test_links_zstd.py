@@ -143,3 +143,22 @@ async def test_resume_with_another_links_compress_is_refused(site: Site, tmp_pat
         assert code == 2
         assert len(err.strip().splitlines()) == 1
         assert "--links-compress differs" in err
+
+
+async def test_levels_write_links_tsv_zst(tmp_path: Path) -> None:
+    from tests.offline.test_fetch_levels import ROOT, _cli, _tree_site
+
+    gate, reached = asyncio.Event(), asyncio.Event()
+    gate.set()
+    site = _tree_site(gate, reached)
+    await site.start()
+    proxy = ["--proxy", f"http://127.0.0.1:{site.port}", "--resolve-only", "--delay", "0", "-q"]
+    try:
+        for name, extra in (("plain", []), ("z", ["--links-compress", "zstd"])):
+            out = str(tmp_path / name)
+            code, err = await _cli("crawl", "--levels", ROOT, "--out", out, *proxy, *extra)
+            assert code == 0, err
+    finally:
+        await site.close()
+    assert not (tmp_path / "z" / "links.tsv").exists()
+    assert rows(tmp_path / "z") == rows(tmp_path / "plain") and len(rows(tmp_path / "z")) > 10

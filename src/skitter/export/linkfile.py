@@ -37,6 +37,7 @@ __all__ = [
     "LINKS_ZST_FILE",
     "ZstdLinksWriter",
     "complete_end",
+    "compress_links",
     "cut_tail",
     "frame_ends",
     "header_frame",
@@ -437,3 +438,28 @@ def lines_since(path: str | os.PathLike[str], start: int) -> tuple[list[bytes], 
         lines.extend(line for line in io.BytesIO(text) if line.endswith(b"\n"))
         end = stop
     return lines, end
+
+
+def compress_links(src: str | os.PathLike[str], frame_bytes: int = 4 << 20) -> Path:
+    """Replace a finished links.tsv by ``links.tsv.zst`` beside it (frames of whole lines,
+    about ``frame_bytes`` of rows each, after the header frame); written to a temporary
+    name, fsynced and renamed before ``src`` is removed. Returns the new path.
+
+    Raises:
+        OSError: a file cannot be read or written.
+    """
+    src = Path(src)
+    dst = src.with_name(LINKS_ZST_FILE)
+    tmp = dst.with_name(dst.name + ".tmp")
+    with open(src, "rb") as f, open(tmp, "wb") as out:
+        first = f.readline()
+        out.write(header_frame() if first == _HEADER_BYTES else _frame(first))
+        while block := f.read(frame_bytes):
+            block += f.readline()  # whole lines in each frame
+            out.write(_frame(block))
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, dst)
+    fsync_dir(dst.parent)
+    os.unlink(src)
+    return dst
