@@ -162,3 +162,11 @@ async def test_levels_write_links_tsv_zst(tmp_path: Path) -> None:
         await site.close()
     assert not (tmp_path / "z" / "links.tsv").exists()
     assert rows(tmp_path / "z") == rows(tmp_path / "plain") and len(rows(tmp_path / "z")) > 10
+    # skitter extract of the same WARCs: links.tsv.zst, then links.tsv again (the old .zst gone)
+    warcs = sorted(str(w) for w in (tmp_path / "z").glob("levels/*/*.warc.gz"))
+    x = tmp_path / "x"
+    for extra in (["--links-compress", "zstd"], []):
+        code, _, err = await arun_cli("extract", *warcs, "--out", str(x), *extra)
+        assert code == 0, err
+        assert (x / "links.tsv.zst").exists() == bool(extra) != (x / "links.tsv").exists()
+        assert rows(x) == rows(tmp_path / "plain")
