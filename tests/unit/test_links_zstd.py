@@ -142,3 +142,58 @@ def test_the_live_status_follows_links_tsv_zst(tmp_path: Path) -> None:
         line.encode() for line in (page(1, 2) + page(2, 1)).splitlines()
     ]
     assert follower.new_lines() == []
+
+
+_FULL_DISK = """
+import resource, signal, sys
+from skitter.export.linkfile import ZstdLinksWriter
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of a kill
+w = ZstdLinksWriter(sys.argv[1])
+w.write_text(sys.argv[2])
+resource.setrlimit(resource.RLIMIT_FSIZE, (w.offset() + 100, resource.RLIM_INFINITY))
+written = 1
+try:
+    for n in range(2, 100):  # an open frame, then a page that does not fit
+        w.write_text(sys.argv[2].replace("/1", f"/{n}"))
+        written = n
+except OSError as exc:
+    print(written, exc.strerror)
+resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+w.write_text(sys.argv[2].replace("/1", "/999"))
+w.close()
+"""
+
+
+def test_a_failed_write_ends_the_frame_as_it_is_on_disk(tmp_path: Path) -> None:
+    """Disk full (injected: RLIMIT_FSIZE) mid-frame: the pages written stay readable, the
+    failed one is absent, and the next write (room again) starts a good frame."""
+    import subprocess
+    import sys
+
+    p = tmp_path / "links.tsv.zst"
+    proc = subprocess.run(
+        [sys.executable, "-c", _FULL_DISK, str(p), page(1, rows=3)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    written, why = proc.stdout.split(" ", 1)
+    assert int(written) >= 2 and why.strip() == "File too large"
+    pages = [page(1, rows=3).replace("/1", f"/{n}") for n in [*range(1, int(written) + 1), 999]]
+    assert text(p) == HEADER + "\n" + "".join(pages)
+    assert frame_ends(p)[0][-1] == os.path.getsize(p)
+
+
+def test_a_repair_killed_half_way_is_finished_by_the_next(tmp_path: Path) -> None:
+    """The cut and the frame written back are recorded in links.tsv.zst.tail first: a kill
+    after the cut (the kept rows not yet written back) loses nothing."""
+    p = tmp_path / "links.tsv.zst"
+    with ZstdLinksWriter(p) as w:
+        w.write_text(page(1))
+    whole = p.read_bytes()
+    tail = Path(str(p) + ".tail")
+    kept = zstandard.ZstdCompressor().compress(page(2).encode())
+    tail.write_bytes(len(whole).to_bytes(8, "little") + kept)
+    p.write_bytes(whole)  # the kill came after the cut (the torn frame gone)
+    ZstdLinksWriter.repair(p)
+    assert not tail.exists()
+    assert text(p) == HEADER + "\n" + page(1) + page(2)

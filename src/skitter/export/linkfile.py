@@ -60,6 +60,7 @@ _HEADER_BYTES = b"source\ttarget\tfragment\tanchor\tkind\tnofollow\tdecision\n"
 _MAGIC = b"\x28\xb5\x2f\xfd"
 _LEVEL = 3
 _READ_BYTES = 1 << 20
+_EMPTY_LAST_BLOCK = b"\x01\x00\x00"
 
 
 def links_name(compress: str) -> str:
@@ -269,13 +270,41 @@ def _frame(data: bytes) -> bytes:
     return zstandard.ZstdCompressor(level=_LEVEL, write_checksum=True).compress(data)
 
 
-def _append_frame(path: str | os.PathLike[str], data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+def _tail_file(path: str | os.PathLike[str]) -> Path:
+    return Path(os.fspath(path) + ".tail")
+
+
+def _replace_tail(path: str | os.PathLike[str], at: int, data: bytes) -> None:
+    """Cut ``path`` at ``at`` and append ``data`` as one frame, crash-safe: the intent
+    (``at`` and the frame) is first written to ``PATH.tail`` (fsynced, renamed), so a kill
+    in between is finished by the next :func:`_finish_tail`."""
+    tail, tmp = _tail_file(path), Path(os.fspath(path) + ".tail.tmp")
+    with open(tmp, "wb") as f:
+        f.write(at.to_bytes(8, "little") + (_frame(data) if data else b""))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, tail)
+    fsync_dir(tail.parent)
+    _finish_tail(path)
+
+
+def _finish_tail(path: str | os.PathLike[str]) -> None:
+    """Apply (again) a tail replacement that ``PATH.tail`` records, then remove it."""
+    tail = _tail_file(path)
     try:
-        os.write(fd, _frame(data))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        intent = tail.read_bytes()
+    except FileNotFoundError:
+        return
+    if len(intent) >= 8:
+        os.truncate(path, int.from_bytes(intent[:8], "little"))
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(fd, intent[8:])
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    tail.unlink()
+    fsync_dir(tail.parent)
 
 
 def cut_tail(path: str | os.PathLike[str], lines: list[tuple[int, bytes]], cut: int) -> None:
@@ -287,11 +316,10 @@ def cut_tail(path: str | os.PathLike[str], lines: list[tuple[int, bytes]], cut: 
         OSError: the file cannot be truncated or written.
     """
     at = lines[cut][0]
-    os.truncate(path, at)
-    if is_zstd(path):
-        keep = b"".join(line for unit, line in lines[:cut] if unit == at)
-        if keep:
-            _append_frame(path, keep)
+    if not is_zstd(path):
+        os.truncate(path, at)
+        return
+    _replace_tail(path, at, b"".join(line for unit, line in lines[:cut] if unit == at))
 
 
 class ZstdLinksWriter(LineJournal):
@@ -313,8 +341,11 @@ class ZstdLinksWriter(LineJournal):
         from skitter.errors import StateError
 
         super().__init__(path)
-        self._cctx = zstandard.ZstdCompressor(level=_LEVEL, write_checksum=True)
+        # no content checksum: a frame whose compressor state is lost (a failed write) can
+        # still be ended by an empty last block (:meth:`_end_frame`)
+        self._cctx = zstandard.ZstdCompressor(level=_LEVEL, write_checksum=False)
         self._cobj: Any = None
+        self._broken = False
         try:
             if self._file.offset() == 0:
                 self._file.write(header_frame())
@@ -349,16 +380,33 @@ class ZstdLinksWriter(LineJournal):
         if not text:
             return 0
         data = text.encode("utf-8", "replace")
+        if self._broken:
+            self._end_frame()
         if self._cobj is None:
             self._cobj = self._cctx.compressobj()
         out = self._cobj.compress(data) + self._cobj.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
-        self._file.write(out)
+        try:
+            self._file.write(out)
+        except BaseException:
+            # nothing of this page is in the file (AppendFile cuts a partial write) but the
+            # compressor saw it: the frame is ended as it stands on disk before the next write
+            self._cobj, self._broken = None, True
+            raise
         return len(data)
 
     def _end_frame(self) -> None:
-        if self._cobj is not None and not self._file.closed:
+        if self._file.closed:
+            return
+        if self._broken:  # an empty last raw block (RFC 8878 §3.1.1.2) ends the open frame
+            self._file.write(_EMPTY_LAST_BLOCK)
+            self._broken = False
+        elif self._cobj is not None:
             cobj, self._cobj = self._cobj, None
-            self._file.write(cobj.flush(zstandard.COMPRESSOBJ_FLUSH_FINISH))
+            try:
+                self._file.write(cobj.flush(zstandard.COMPRESSOBJ_FLUSH_FINISH))
+            except BaseException:
+                self._broken = True
+                raise
 
     def offset(self) -> int:
         """End the open frame (the checkpoint is a frame boundary), then the file size."""
@@ -367,8 +415,10 @@ class ZstdLinksWriter(LineJournal):
 
     def close(self) -> None:
         """End the open frame, sync and close; idempotent."""
-        self._end_frame()
-        self._file.close()
+        try:
+            self._end_frame()
+        finally:
+            self._file.close()
 
     @classmethod
     def repair(cls, path: str | os.PathLike[str]) -> int:
@@ -382,6 +432,7 @@ class ZstdLinksWriter(LineJournal):
             OSError: the file cannot be read, truncated or written.
         """
         try:
+            _finish_tail(path)  # a repair or cut killed half-way
             ends, size = frame_ends(path)
         except FileNotFoundError:
             return 0
@@ -394,10 +445,7 @@ class ZstdLinksWriter(LineJournal):
         text = text[: text.rfind(b"\n") + 1]
         if good == 0 and not text.startswith(_HEADER_BYTES):
             text = b""  # not even the header frame: the writer starts the file again
-        os.truncate(path, good)
-        if text:
-            _append_frame(path, text)
-        fsync_dir(os.path.dirname(os.path.abspath(path)))
+        _replace_tail(path, good, text)
         return size - os.path.getsize(path)
 
 
