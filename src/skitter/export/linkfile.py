@@ -8,13 +8,21 @@ independent Zstandard frames (RFC 8878 §3.1.1), one per checkpoint:
   compressed and flushed as complete blocks (``ZSTD_e_flush``) and handed to the kernel in one
   ``os.write``, exactly like a plain links.tsv page (see :mod:`skitter.export.base`);
 * a checkpoint (:meth:`ZstdLinksWriter.offset`, called just before the frontier commit) ends
-  the frame (last block and content checksum), so every checkpoint offset is a frame boundary
-  and the merged file of ``--processes`` is the shards' frames copied byte for byte;
+  the frame (its last block), so every checkpoint offset is a frame boundary and the merged
+  file of ``--processes`` is the shards' frames copied byte for byte; a page whose write
+  failed (disk full) is not on disk but was seen by the compressor, so that frame is ended by
+  an empty last block instead (streamed frames carry no content checksum for that reason);
 * the header line is a frame of its own (always the same bytes), so a merge can skip it;
 * after a ``kill -9`` the last frame is torn (no end mark, maybe a partial block):
   :meth:`ZstdLinksWriter.repair` cuts it off and writes its decodable complete lines again as
   one complete frame, so no row of a page whose record was written is lost; the resume then
-  cuts the rows of a page without a record (:func:`cut_tail`) as it does for links.tsv.
+  cuts the rows of a page without a record (:func:`cut_tail`) as it does for links.tsv. Both
+  record the cut and the frame written back in ``links.tsv.zst.tail`` first, so a kill in
+  the middle of them is finished by the next repair.
+
+Why not buffer a checkpoint's rows in memory and write one frame: the frontier may commit a
+page's ack before the next checkpoint (SQLite batch commits, Redis at once), and its rows
+must be in the file by then, as with links.tsv.
 
 :func:`open_links` is the one reader every command uses: a binary (or text) file object over
 the decompressed lines of either file; a torn last frame just ends the stream.
