@@ -145,6 +145,7 @@ async def test_resume_with_another_links_compress_is_refused(site: Site, tmp_pat
         assert "--links-compress differs" in err
 
 
+@pytest.mark.slow
 async def test_levels_write_links_tsv_zst(tmp_path: Path) -> None:
     from tests.offline.test_fetch_levels import ROOT, _cli, _tree_site
 
