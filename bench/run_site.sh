@@ -10,6 +10,7 @@
 #   BENCH_SITE_PORT [8090]  nginx port on 127.0.0.1
 #   BENCH_SITE_RUNS [BENCH_RUNS, else 2]  runs per tool
 #   BENCH_SITE_TOOLS ["wget wget-warc skitter-p1 skitter-p2"]  run in this order, alternating
+#                    (skitter-pN-zstd: skitter-pN with --links-compress zstd)
 #   BENCH_KEEP [0]      1 = keep the crawlers' output folders
 #   BENCH_SNAPSHOT [1]  run Skitter from a copy of src/skitter taken at the start (0 = live src/)
 #   SHARED_BENCH [../shared/bench]  for measure.py
@@ -220,12 +221,12 @@ for i in $(seq "$RUNS"); do  # alternating, so drift in the machine's load hits 
           wget --recursive --level=inf --no-parent -e robots=on -e use_proxy=on \
           --no-verbose --output-file=wget.log "${warc[@]}" "$START"
         ;;
-      skitter-p*)
-        n=${t#skitter-p}
+      skitter-p*)  # skitter-pN, or skitter-pN-zstd: with --links-compress zstd
+        n=${t#skitter-p}; n=${n%-zstd}; lc=(); [ "${t%-zstd}" != "$t" ] && lc=(--links-compress zstd)
         measure "$tag" "$t" python3 bench/treewatch.py --output "$out" -- \
           env PYTHONPATH="$SKITTER_SRC" "$here/$(dirname "$SKITTER_PY")/skitter" crawl "$START" \
           --out "$out" --resolve "$HOST:$PORT:127.0.0.1" --resolve-only --delay 0 \
-          --processes "$n" --quiet
+          --processes "$n" --quiet "${lc[@]}"
         cp "$out/report.json" "$rdir/$tag.report.json" 2>/dev/null || true
         python3 -c '
 import json, sys

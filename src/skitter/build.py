@@ -11,6 +11,7 @@ from skitter import __version__
 from skitter.checklinks import ANCHORS_FILE, AnchorsWriter, CheckPolicy
 from skitter.deadlines import DeadlineEstimator, DeadlineFetcher
 from skitter.errors import ConfigError, StateError
+from skitter.export.linkfile import ZstdLinksWriter, links_writer, repair_links
 from skitter.export.links import LinksWriter
 from skitter.export.pages import PagesWriter
 from skitter.export.warc import WarcWriter
@@ -29,7 +30,6 @@ from skitter.settings import CrawlSettings, is_redis_url
 from skitter.state import (
     COOKIES_FILE,
     FRONTIER_FILE,
-    LINKS_FILE,
     PAGES_FILE,
     prepare_new_out_dir,
     save_state,
@@ -51,7 +51,7 @@ class Components:
     robots: RobotsCache
     scope: ScopeRule
     pages: PagesWriter
-    links: LinksWriter
+    links: LinksWriter | ZstdLinksWriter
     warc: WarcWriter | None
     cookies_path: Path
     #: anchors.jsonl (fragment targets per HTML page), with ``check_fragments``.
@@ -205,7 +205,7 @@ async def build_components(
         scope = ScopeRule(settings.scope, seeds)
         if settings.resume:
             PagesWriter.repair(str(out_dir / PAGES_FILE))
-            LinksWriter.repair(str(out_dir / LINKS_FILE))
+            repair_links(out_dir, settings.links_compress)
             WarcWriter.repair(str(warc_dir or out_dir), prefix=warc_prefix)
             if settings.warc:  # CDXJ of files a killed crawl left unindexed
                 index_missing(str(warc_dir or out_dir), warc_prefix)
@@ -263,7 +263,7 @@ async def build_components(
         robots=robots,
         scope=scope,
         pages=PagesWriter(str(out_dir / PAGES_FILE)),
-        links=LinksWriter(str(out_dir / LINKS_FILE)),
+        links=links_writer(out_dir, settings.links_compress),
         warc=warc,
         cookies_path=cookies_path,
         anchors=(AnchorsWriter(str(out_dir / ANCHORS_FILE)) if settings.check_fragments else None),

@@ -25,6 +25,7 @@ from skitter.checklinks.verdicts import record_verdict
 from skitter.duplicates import merge_blocks
 from skitter.errors import ConfigError, StateError
 from skitter.export.base import AppendFile, fsync_dir
+from skitter.export.linkfile import complete_end, header_frame, iter_lines, links_file, links_name
 from skitter.export.links import HEADER as LINKS_HEADER
 from skitter.export.links import unescape
 from skitter.settings import CrawlSettings
@@ -71,9 +72,13 @@ class Merger:
         OSError: a merged file cannot be opened or repaired.
     """
 
-    def __init__(self, out_dir: Path, count: int, resume: bool) -> None:
+    def __init__(
+        self, out_dir: Path, count: int, resume: bool, links_compress: str = "none"
+    ) -> None:
         self.out_dir = out_dir
         self.count = count
+        self.links_name = links_name(links_compress)  # links.tsv.zst: frames copied as is
+        self.links_header = header_frame() if links_compress == "zstd" else _LINKS_HEADER_BYTES
         path = out_dir / MERGE_FILE
         state: dict[str, Any] = read_json(path) if resume and path.exists() else {}
         shards = state.get("shards") if isinstance(state, dict) else None
@@ -87,7 +92,7 @@ class Merger:
             "shards": shards,
         }
         self.files: dict[str, AppendFile] = {}
-        for name, key in ((PAGES_FILE, "pages"), (LINKS_FILE, "links")):
+        for name, key in ((PAGES_FILE, "pages"), (self.links_name, "links")):
             fpath = out_dir / name
             size = fpath.stat().st_size if fpath.exists() else 0
             want = self.state[key]
@@ -97,8 +102,8 @@ class Merger:
                 os.truncate(fpath, want)  # bytes copied after the last merge.json: again
             self.files[key] = AppendFile(fpath)
         if self.state["links"] == 0:
-            self.files["links"].write(_LINKS_HEADER_BYTES)
-            self.state["links"] = len(_LINKS_HEADER_BYTES)
+            self.files["links"].write(self.links_header)
+            self.state["links"] = len(self.links_header)
             self._save()
 
     def _save(self) -> None:
@@ -123,7 +128,7 @@ class Merger:
             pos = self.state["shards"][k]
             for key, name, cp_key, skip in (
                 ("pages", PAGES_FILE, "pages_offset", 0),
-                ("links", LINKS_FILE, "links_offset", len(_LINKS_HEADER_BYTES)),
+                ("links", self.links_name, "links_offset", len(self.links_header)),
             ):
                 upto = int(cp.get(cp_key, 0))
                 have = max(int(pos[key]), skip)
@@ -435,8 +440,8 @@ def merge_folders(inputs: Sequence[Path], out: Path) -> MergeSummary:
     fences: dict[str, list[int]] = {}  # url -> fencing tokens of its records
     seen_records = damaged = 0
     for i, folder in enumerate(folders):
-        pages, links = folder / PAGES_FILE, folder / LINKS_FILE
-        pend, lend = whole_lines_end(pages), whole_lines_end(links)
+        pages, links = folder / PAGES_FILE, links_file(folder)
+        pend, lend = whole_lines_end(pages), complete_end(links)
         for path, end in ((pages, pend), (links, lend)):
             if path.exists() and path.stat().st_size > end:
                 torn += 1
@@ -475,7 +480,7 @@ def merge_folders(inputs: Sequence[Path], out: Path) -> MergeSummary:
     with _TempFile(out / LINKS_FILE) as lf:
         lf.write(_LINKS_HEADER_BYTES)
         for i, folder in enumerate(folders):
-            for off, line in _lines(folder / LINKS_FILE, ends[i][1]):
+            for off, line in iter_lines(links_file(folder), 0, ends[i][1]):
                 if off == 0 and line == _LINKS_HEADER_BYTES:
                     continue
                 owner = page_of.get(_source_of(line))

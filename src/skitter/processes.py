@@ -297,7 +297,7 @@ def run_processes(
             (out_dir / SHARDS_DIR).mkdir(exist_ok=True)
         if settings.resume and settings.frontier == "sqlite":
             _wait_for_shard_locks(out_dir, count)
-        merger = Merger(out_dir, count, settings.resume)
+        merger = Merger(out_dir, count, settings.resume, settings.links_compress)
         try:
             return _coordinate(settings, merger, on_status)
         finally:

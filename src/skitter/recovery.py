@@ -21,11 +21,12 @@ from typing import Any
 from skitter.checklinks.verdicts import record_verdict
 from skitter.context import CrawlContext
 from skitter.errors import StateError
+from skitter.export.linkfile import cut_tail, iter_lines, links_file
 from skitter.export.links import LinkRow, parse_row
 from skitter.export.pages import read_records
 from skitter.models import Request
 from skitter.rules import Decision
-from skitter.state import CHECKPOINT_FILE, LINKS_FILE, PAGES_FILE, read_json
+from skitter.state import CHECKPOINT_FILE, PAGES_FILE, read_json
 from skitter.stats import Stats
 from skitter.urls import host_key
 
@@ -57,7 +58,7 @@ async def reconcile(ctx: CrawlContext) -> None:
         ctx.dups.load_state(cp.get("duplicates") or {})
     ctx.peers.resume(cp)
     pages_path = ctx.out_dir / PAGES_FILE
-    links_path = ctx.out_dir / LINKS_FILE
+    links_path = links_file(ctx.out_dir)
     recorded: dict[str, int] = {}  # final_url / url -> depth
     done_urls: list[str] = []
     if pages_path.exists():
@@ -143,20 +144,15 @@ def _reconcile_links(
     ctx: CrawlContext, path: Path, offset: int, recorded: dict[str, int]
 ) -> list[Request]:
     """Replay links.tsv rows past ``offset``; cut a trailing block whose page has no record."""
-    rows: list[tuple[int, LinkRow]] = []
-    with open(path, "rb") as fh:
-        fh.seek(offset)
-        pos = offset
-        for line in fh:
-            start = pos
-            pos += len(line)
-            if not line.endswith(b"\n"):
-                break
-            if start == 0 and line.startswith(b"source\t"):
-                continue
-            row = parse_row(line.decode("utf-8", errors="replace"))
-            if row is not None:
-                rows.append((start, row))
+    lines: list[tuple[int, bytes]] = []  # (unit offset: line or zstd frame, raw line)
+    rows: list[tuple[int, LinkRow]] = []  # (index in lines, row)
+    for unit, line in iter_lines(path, offset):
+        lines.append((unit, line))
+        if unit == 0 and line.startswith(b"source\t"):
+            continue
+        row = parse_row(line.decode("utf-8", errors="replace"))
+        if row is not None:
+            rows.append((len(lines) - 1, row))
     # rows of the page being written at the kill (no record) can only be the last block
     # (sitemap rows have no page record: the sitemap phase is read again if it was cut)
     if rows and rows[-1][1].source not in recorded and rows[-1][1].kind != "sitemap":
@@ -164,10 +160,8 @@ def _reconcile_links(
         cut = len(rows)
         while cut > 0 and rows[cut - 1][1].source == src:
             cut -= 1
-        cut_at = rows[cut][0]
+        cut_tail(path, lines, rows[cut][0])
         rows = rows[:cut]
-        with open(path, "r+b") as fh:
-            fh.truncate(cut_at)
     readd: list[Request] = []
     decisions: Counter[str] = Counter()
     for _, row in rows:

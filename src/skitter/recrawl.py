@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from skitter.errors import StateError
+from skitter.export.linkfile import links_file
 from skitter.export.links import LinkRow, read_rows
 from skitter.export.pages import read_records
 from skitter.export.warc import WarcRevisit
@@ -32,7 +33,7 @@ from skitter.fetch.base import Fetcher
 from skitter.lease_policy import LeasePolicy, Pause
 from skitter.models import Link, Page, Request, Response
 from skitter.settings import CrawlSettings
-from skitter.state import LINKS_FILE, PAGES_FILE, STATE_FILE, load_state
+from skitter.state import PAGES_FILE, STATE_FILE, load_state
 
 __all__ = ["PreviousPage", "Recrawl", "RecrawlPolicy", "load_previous"]
 
@@ -245,7 +246,7 @@ def load_previous(path: str | os.PathLike[str], *, warc: bool = True) -> Recrawl
             )
             pages[url] = p
         links: dict[str, list[LinkRow]] = defaultdict(list)
-        links_path = out / LINKS_FILE
+        links_path = links_file(out)
         if links_path.exists():
             for row in read_rows(links_path, strict=True):
                 links[row.source].append(row)

@@ -361,6 +361,8 @@ class CrawlSettings:
         max_pages: stop after this many records with a 2xx status; None = no limit.
         warc: write WARC files.
         warc_max_bytes: rotate WARC files at this size (bytes).
+        links_compress: ``"none"`` (links.tsv) or ``"zstd"`` (links.tsv.zst, one zstd frame
+            per checkpoint: :mod:`skitter.export.linkfile`); fixed for the life of a crawl.
         quiet: no progress display.
         resume: continue the crawl stored in ``out_dir``.
         check_links: link-checking mode (``skitter check-links``, :mod:`skitter.checklinks`):
@@ -407,6 +409,7 @@ class CrawlSettings:
     max_pages: int | None = None
     warc: bool = True
     warc_max_bytes: int = 1024**3
+    links_compress: str = "none"
     quiet: bool = False
     resume: bool = False
     check_links: bool = False
@@ -449,6 +452,10 @@ class CrawlSettings:
         _number(o, "max_time_s", self.max_time_s, strict=True, optional=True)
         _number(o, "warc_max_bytes", self.warc_max_bytes, low=1, whole=True)
         _number(o, "processes", self.processes, low=1, whole=True)
+        if self.links_compress not in ("none", "zstd"):
+            raise ConfigError(
+                f"{o}.links_compress must be 'none' or 'zstd', got {self.links_compress!r}"
+            )
         if not isinstance(self.crawl_id, str) or not self.crawl_id:
             raise ConfigError(f"{o}.crawl_id must be a non-empty name, got {self.crawl_id!r}")
         _number(o, "lease_ttl_s", self.lease_ttl_s, strict=True)

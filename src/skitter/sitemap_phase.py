@@ -32,12 +32,13 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from skitter.errors import StateError
+from skitter.export.linkfile import links_file
 from skitter.export.links import format_rows, read_rows
 from skitter.models import Request
 from skitter.rules import Decision
 from skitter.sitemap_reader import SitemapReader, sitemap_roots
 from skitter.sitemaps import SitemapEntry, SitemapStats
-from skitter.state import LINKS_FILE, SITEMAPS_FILE, atomic_write_json, read_json
+from skitter.state import SITEMAPS_FILE, atomic_write_json, read_json
 from skitter.urls import canonicalize, host_key, origin
 
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ async def read_sitemaps(
     peers = ctx.peers
     # a resume of a cut phase: the sitemap rows it wrote (no page precedes the phase)
     written: dict[tuple[str, str], list[str]] = {}
-    links_path = ctx.out_dir / LINKS_FILE
+    links_path = links_file(ctx.out_dir)
     if links_path.exists():
         for row in read_rows(links_path):
             if row.kind == "sitemap":

@@ -222,6 +222,7 @@ FIXED_ON_RESUME = (
     ("sitemaps", lambda s: s.quality.sitemaps),
     ("sitemap", lambda s: tuple(s.quality.sitemap_urls)),
     ("processes", lambda s: s.processes),
+    ("links-compress", lambda s: s.links_compress),
 )
 
 

@@ -332,6 +332,7 @@ class TrapGuard:
         Raises:
             OSError: the file exists but cannot be read.
         """
+        from skitter.export.linkfile import open_links
         from skitter.export.links import parse_row
 
         path = Path(links_tsv)
@@ -339,7 +340,7 @@ class TrapGuard:
             return 0
         need_all = self._max_host is not None
         n = 0
-        with open(path, "rb") as fh:
+        with open_links(path) as fh:
             for line in fh:
                 if not line.endswith(b"\tqueued\n"):
                     continue

@@ -53,6 +53,7 @@ CHECK_FILES = (
     "cookies.json",
     "pages.jsonl",
     "links.tsv",
+    "links.tsv.zst",
     "report.json",
     ANCHORS_FILE,
     CACHE_FILE,

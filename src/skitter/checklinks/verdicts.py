@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from skitter.checklinks.anchors import ANCHORS_FILE, read_anchors, read_cut_pages
+from skitter.export.linkfile import links_file
 from skitter.export.links import LinkRow, read_rows
 from skitter.export.pages import read_records
 from skitter.redirects import NO_LOCATION, REDIRECT_STATUSES
@@ -447,7 +448,7 @@ def load_report(
     """
     d = Path(out_dir)
     records = list(read_records(d / "pages.jsonl"))
-    rows = list(read_rows(d / "links.tsv"))
+    rows = list(read_rows(links_file(d)))
     anchors: dict[str, frozenset[str]] | None = None
     cut: set[str] = set()
     if check_fragments:

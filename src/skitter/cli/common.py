@@ -442,6 +442,7 @@ def settings_from_args(
         max_pages=pick("max_pages", b.max_pages),
         warc=not a["no_warc"] if "no_warc" in given else b.warc,
         warc_max_bytes=b.warc_max_bytes,
+        links_compress=pick("links_compress", b.links_compress),
         quiet=pick("quiet", False),
         resume=bool(a.get("resume", False)),
         check_links=b.check_links,

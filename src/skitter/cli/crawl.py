@@ -30,6 +30,7 @@ from skitter.cli.progress import Progress, run_crawler, run_watched, stats_line
 from skitter.cli.quality_flags import add_quality_flags, quality_from_args
 from skitter.crawler import Crawler
 from skitter.errors import ConfigError, FrontierError, OutputError, SkitterError
+from skitter.export.linkfile import links_name
 from skitter.settings import (
     CrawlSettings,
     is_redis_url,
@@ -89,6 +90,12 @@ def add_parser(sub: Any) -> None:
     add_status_flags(c)
     out.add_argument("--no-warc", action="store_true", help="do not write WARC files")
     out.add_argument(
+        "--links-compress",
+        choices=("none", "zstd"),
+        help="zstd: write links.tsv.zst (one zstd frame per checkpoint) instead of links.tsv "
+        "(default none; fixed for the life of a crawl)",
+    )
+    out.add_argument(
         "--processes",
         type=processes,
         metavar="N",
@@ -118,8 +125,9 @@ async def _crawl_levels(settings: CrawlSettings) -> int:
         return 130
     if not settings.quiet:
         per = ", ".join(f"{lv['pages']:,}" for lv in res.levels)
+        links = links_name(settings.links_compress)
         print(f"{res.pages:,} pages in {len(res.levels)} levels ({per}); output: "
-              f"{settings.out_dir}/ (levels/, pages.jsonl, links.tsv, report.json)")  # fmt: skip
+              f"{settings.out_dir}/ (levels/, pages.jsonl, {links}, report.json)")  # fmt: skip
     return 0
 
 
@@ -161,7 +169,8 @@ def _summary(
                 f"continue with: skitter crawl --resume --out {out}"
             )
         warc = ", *.warc.gz, *.cdxj" if settings.warc else ""
-        lines.append(f"output: {out}/ (pages.jsonl, links.tsv, report.json{warc})")
+        links = links_name(settings.links_compress)
+        lines.append(f"output: {out}/ (pages.jsonl, {links}, report.json{warc})")
         failed = write_stdout(lines)
         if failed is not None:
             print(

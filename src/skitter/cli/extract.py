@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from skitter.cli.common import add_out_folder_flag, at_least_one, os_error_line, size
@@ -54,6 +55,12 @@ def add_parser(sub: Any) -> None:
         help="decoded body bytes parsed per record (default 10M)",
     )
     c.add_argument("--strict", action="store_true", help="exit 1 when damaged records were skipped")
+    c.add_argument(
+        "--links-compress",
+        choices=("none", "zstd"),
+        default="none",
+        help="zstd: write links.tsv.zst instead of links.tsv (default none)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
             jobs=args.jobs,
         )
         result = extract_warcs(args.warcs, args.out, options)
+        links = _compress(Path(args.out), args.links_compress)
     except SkitterError as exc:
         print(f"skitter: error: {exc}", file=sys.stderr)
         return 2
@@ -88,6 +96,17 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"{result.records:,} records in {result.files} files: {result.pages:,} pages, "
         f"{result.links:,} links, {len(result.skipped)} damaged parts skipped; "
-        f"{result.elapsed_s:,.1f} s; output: {args.out}/ (links.tsv, pages.jsonl, report.json)"
+        f"{result.elapsed_s:,.1f} s; output: {args.out}/ ({links}, pages.jsonl, report.json)"
     )
     return 1 if result.skipped and args.strict else 0
+
+
+def _compress(out: Path, compress: str) -> str:
+    """links.tsv as links.tsv.zst (``compress`` "zstd"), or an earlier extract's links.tsv.zst
+    removed (it would be read instead); returns the links file's name. Raises OSError."""
+    from skitter.export.linkfile import LINKS_ZST_FILE, compress_links
+
+    if compress == "zstd":
+        return compress_links(out / "links.tsv").name
+    (out / LINKS_ZST_FILE).unlink(missing_ok=True)
+    return "links.tsv"

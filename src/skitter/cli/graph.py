@@ -34,7 +34,7 @@ def add_parser(sub: Any) -> None:
 
 
 #: files of the folder read (a crawl's, an extract's) that ``-o`` may not replace.
-_FOLDER_FILES = ("links.tsv", "pages.jsonl", "report.json", "state.json")
+_FOLDER_FILES = ("links.tsv", "links.tsv.zst", "pages.jsonl", "report.json", "state.json")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -236,7 +236,8 @@ def parse_row(line: str) -> LinkRow | None:
 
 
 def read_rows(path: str | os.PathLike[str], *, strict: bool = False) -> Iterator[LinkRow]:
-    """Yield the rows of a links.tsv file (header skipped, fields unescaped), in file order.
+    """Yield the rows of a links.tsv (or links.tsv.zst) file (header skipped, fields
+    unescaped), in file order.
 
     A last line without ``\n`` (cut short by a crash) is always skipped. Lines that do not have
     exactly 7 fields are skipped too unless ``strict``. Invalid UTF-8 is replaced with U+FFFD.
@@ -245,7 +246,9 @@ def read_rows(path: str | os.PathLike[str], *, strict: bool = False) -> Iterator
         OSError: the file cannot be read.
         ValueError: ``strict`` and a line does not have 7 fields (message has the line number).
     """
-    with open(path, "rb") as f:
+    from skitter.export.linkfile import open_links  # links.tsv or links.tsv.zst
+
+    with open_links(path) as f:
         for lineno, raw in enumerate(f, 1):
             if not raw.endswith(b"\n"):
                 return

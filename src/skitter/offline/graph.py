@@ -29,6 +29,7 @@ from xml.sax.saxutils import escape as xml_escape
 import numpy as np
 import numpy.typing as npt
 
+from skitter.export.linkfile import links_file, open_links
 from skitter.export.links import unescape
 
 __all__ = ["FORMATS", "Graph", "load_graph", "pagerank", "write_edgelist", "write_graphml"]
@@ -84,7 +85,7 @@ def _host(url: str) -> str:
 
 
 def _rows(path: str) -> Iterator[list[str]]:
-    with open(path, encoding="utf-8", errors="replace", newline="\n") as f:
+    with open_links(path, "rt") as f:
         first = True
         for line in f:
             if first:
@@ -100,12 +101,13 @@ def _rows(path: str) -> Iterator[list[str]]:
 
 
 def load_graph(out_dir: str | os.PathLike[str], *, hosts: bool = False) -> Graph:
-    """Read ``OUT_DIR/links.tsv`` and merge it into a :class:`Graph` (see the module doc).
+    """Read ``OUT_DIR/links.tsv`` (or links.tsv.zst) and merge it into a :class:`Graph`
+    (see the module doc).
 
     Raises:
         FileNotFoundError / OSError: no readable links.tsv in ``out_dir``.
     """
-    path = os.path.join(os.fspath(out_dir), "links.tsv")
+    path = os.fspath(links_file(out_dir))
     ids: dict[str, int] = {}
     nodes: list[str] = []
     kind_ids: dict[str, int] = {}

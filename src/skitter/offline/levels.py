@@ -42,6 +42,7 @@ from typing import Any
 
 from skitter.crawler import Crawler
 from skitter.errors import ConfigError
+from skitter.export.linkfile import compress_links
 from skitter.export.links import HEADER, read_rows
 from skitter.offline.extract import ExtractOptions, extract_warcs
 from skitter.offline.urllist import write_url_list
@@ -203,6 +204,8 @@ async def run_levels(
             write_url_list(str(nxt), new)
         d += 1
     _join(out, len(result.levels))
+    if settings.links_compress == "zstd":  # the joined rows as links.tsv.zst
+        compress_links(out / "links.tsv")
     atomic_write_json(
         out / "report.json",
         {"mode": "levels", "levels": result.levels, "pages": result.pages},

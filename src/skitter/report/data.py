@@ -19,6 +19,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from skitter.export.linkfile import links_file, open_links
+
 __all__ = ["ELAPSED_BUCKETS_S", "ReportData", "read_output"]
 
 #: Upper bounds (seconds) of the response-time distribution's buckets (the last is open).
@@ -139,7 +141,7 @@ def read_output(out_dir: str | Path, cap: int = 1000) -> ReportData:
                 continue  # a crash-cut last line
             if isinstance(row, dict):
                 d.add_row(row)
-    _read_links(out / "links.tsv", d)
+    _read_links(links_file(out), d)
     with contextlib.suppress(OSError, ValueError):
         rep = json.loads((out / "report.json").read_text(encoding="utf-8"))
         if isinstance(rep, dict):
@@ -155,7 +157,7 @@ def _read_links(path: Path, d: ReportData) -> None:
     the last column; a row is split only when it is a trap drop)."""
     if not path.is_file():
         return
-    with open(path, "rb") as f:
+    with open_links(path) as f:
         header = f.readline().rstrip(b"\r\n").split(b"\t")
         if b"decision" not in header or header[-1] != b"decision":
             return

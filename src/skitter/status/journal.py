@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from skitter.export.linkfile import lines_since
 from skitter.status.source import HostRow, LiveState, Totals
 
 __all__ = ["JournalSource", "host_of"]
@@ -38,6 +39,16 @@ class _Follower:
         self.skip_header = skip_header
 
     def new_lines(self) -> list[bytes]:
+        zst = self.path.with_name(self.path.name + ".zst")
+        if self.path.name == "links.tsv" and zst.exists():  # --links-compress zstd
+            try:
+                lines, self.offset = lines_since(zst, self.offset)
+            except OSError:
+                return []
+            if self.skip_header and lines:
+                self.skip_header = False
+                lines = lines[1:]
+            return [line.rstrip(b"\n") for line in lines]
         try:
             with open(self.path, "rb") as f:
                 f.seek(self.offset)
