@@ -286,15 +286,20 @@ class StatusServer:
 
     async def _hosts(self, request: web.Request) -> web.Response:
         q = request.query
+        # a source that pages itself (ClusterSource: rows cached, refreshed by changes)
+        pager = getattr(self.source, "host_page", None)
         try:
-            page = host_page(
-                list(self.source.hosts()),
-                sort=q.get("sort", "fetched"),
-                order=q.get("order", "desc"),
-                q=q.get("q", ""),
-                page=_int(q.get("page", "1"), "page"),
-                per_page=_int(q.get("per_page", "50"), "per_page"),
+            args = (
+                q.get("sort", "fetched"),
+                q.get("order", "desc"),
+                q.get("q", ""),
+                _int(q.get("page", "1"), "page"),
+                _int(q.get("per_page", "50"), "per_page"),
             )
+            if pager is not None:
+                page: dict[str, Any] = await pager(*args)
+            else:
+                page = host_page(list(self.source.hosts()), *args)
         except BadQuery as exc:
             return _json({"error": str(exc)}, status=400)
         return _json(page)
