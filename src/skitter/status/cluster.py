@@ -90,6 +90,9 @@ return 1
 """
 
 
+#: Hosts per script call (a long script would hold up every other client of Redis).
+BATCH_HOSTS = 1000
+
 #: The :class:`~skitter.status.source.Totals` fields a worker run's snapshot carries.
 SNAPSHOT_TOTALS = (
     "fetched",
@@ -155,9 +158,10 @@ class ClusterPublisher:
         self._clock = clock
         self._script = client.register_script(PUBLISH)
         self._seq = 0
-        self._pending: list[Any] | None = None
+        self._pending: list[list[Any]] = []
         self._sent: dict[str, tuple[int, int, int, int, float, int]] = {}
         self._state: dict[str, tuple[float, str, float]] = {}
+        self._seen: dict[str, tuple[str, str]] = {}
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._lock = asyncio.Lock()
@@ -184,41 +188,41 @@ class ClusterPublisher:
         await self.publish(final=state)
 
     async def publish(self, final: str | None = None) -> bool:
-        """Send one batch (first the last failed one, if any); True when all went."""
+        """Send the batches not yet sent (a failed one first, unchanged), then the live state
+        now; True when all went."""
         async with self._lock:
+            self._pending.extend(self._batches(final))
+            key = stat_key(self.crawl_id, "w")
             try:
-                if self._pending is not None:
-                    await self._script(keys=[stat_key(self.crawl_id, "w")], args=self._pending)
-                    self._pending = None
-                self._pending = self._batch(final)
-                await self._script(keys=[stat_key(self.crawl_id, "w")], args=self._pending)
-                self._pending = None
+                while self._pending:
+                    args = self._pending[0]
+                    args[3] = repr(self._clock())  # the skew to Redis's clock: measured now
+                    await self._script(keys=[key], args=args)
+                    self._pending.pop(0)
                 return True
             except (rexc.RedisError, OSError) as exc:
                 log.warning("status not published to Redis (kept for the next try): %s", exc)
                 return False
 
-    def _batch(self, final: str | None) -> list[Any]:
-        """The script's arguments for the live state now (deltas since the last batch)."""
+    def _batches(self, final: str | None) -> list[list[Any]]:
+        """The script's argument lists for the live state now: the changed hosts (deltas
+        since they were last sent) in batches of at most :data:`BATCH_HOSTS`, each with the
+        run's snapshot and its own sequence number."""
         live = self.live
         t = live.totals_now()
-        snap = {
-            "wid": self.worker_id,
-            "run": self.run,
-            "t": round(self._clock(), 3),
-            "state": final or "running",
-            "totals": {k: getattr(t, k) for k in SNAPSHOT_TOTALS},
-            "metrics": metric_samples(live),
-        }
-        self._seq += 1
+        snap = json.dumps(
+            {
+                "wid": self.worker_id,
+                "run": self.run,
+                "t": round(self._clock(), 3),
+                "state": final or "running",
+                "totals": {k: getattr(t, k) for k in SNAPSHOT_TOTALS},
+                "metrics": metric_samples(live),
+            },
+            separators=(",", ":"),
+        )
         ttl_ms = 0 if final else int(self.interval_s * 3000) + 1000
-        args: list[Any] = [
-            self.run,
-            self._seq,
-            json.dumps(snap, separators=(",", ":")),
-            repr(self._clock()),
-            ttl_ms,
-        ]
+        rows: list[Any] = []
         for row, added, fetch_s in live.take_dirty():
             now = (added, row.fetched, row.errors, row.bytes, fetch_s, row.robots_disallowed)
             was = self._sent.get(row.host, (0, 0, 0, 0, 0.0, 0))
@@ -226,11 +230,19 @@ class ClusterPublisher:
             state = (round(row.delay_s, 3), row.delay_cause, row.backoff_until or 0.0)
             changed = self._state.get(row.host) != state
             self._state[row.host] = state
-            args.append(row.host)
-            args.extend(n - w for n, w in zip(now[:4], was[:4], strict=True))
-            args.append(repr(now[4] - was[4]))
-            args.append(now[5] - was[5])
-            args.extend((repr(state[0]), state[1], repr(state[2])) if changed else ("", "", ""))
-            args.append(row.robots)
-            args.append(row.last_error or "")
-        return args
+            rows.append(row.host)
+            rows.extend(n - w for n, w in zip(now[:4], was[:4], strict=True))
+            rows.append(repr(now[4] - was[4]))
+            rows.append(now[5] - was[5])
+            rows.extend((repr(state[0]), state[1], repr(state[2])) if changed else ("", "", ""))
+            # robots and last error: sent when they changed here (else another worker's stay)
+            seen = (row.robots, row.last_error or "")
+            rows.extend(("unknown", "") if self._seen.get(row.host) == seen else seen)
+            self._seen[row.host] = seen
+        out = []
+        step = BATCH_HOSTS * 12
+        for i in range(0, max(len(rows), 1), step):
+            self._seq += 1
+            head = [self.run, self._seq, snap, repr(self._clock()), ttl_ms]
+            out.append(head + rows[i : i + step])
+        return out
