@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from skitter.status.cluster import ClusterPublisher, stat_key
-from skitter.status.server import host_page
+from skitter.status.server import check_page, host_page, page_of, sort_hosts
 from skitter.status.source import HostRow, LiveState, Totals
 
 __all__ = ["ClusterSource", "ClusterStatus", "row_of"]
@@ -86,6 +86,7 @@ class ClusterSource:
         self.target = target
         self._rows: dict[str, HostRow] = {}
         self._ver = 0.0
+        self._sorted: tuple[tuple[str, str, str], list[HostRow]] | None = None
         self._lock = asyncio.Lock()
         self._counts: Callable[[], Awaitable[tuple[int, int, int]]] | None = None
 
@@ -187,8 +188,12 @@ class ClusterSource:
         Raises:
             skitter.status.server.BadQuery: a bad sort, order, page or per_page.
         """
-        await self.refresh()
-        return host_page(list(self._rows.values()), sort, order, q, page, per_page)
+        check_page(page, per_page)
+        key = (sort, order, q)
+        if await self.refresh() or self._sorted is None or self._sorted[0] != key:
+            # sorted once per change of the rows or of the query; its pages are slices
+            self._sorted = (key, sort_hosts(list(self._rows.values()), sort, order, q))
+        return page_of(self._sorted[1], len(self._rows), sort, order, q, page, per_page)
 
     async def metrics_text(self) -> str:
         """See :meth:`~skitter.status.source.StatusSource.metrics_text`: this worker run's
@@ -219,13 +224,17 @@ class ClusterStatus:
     def bind(self, frontier: Any) -> None:
         """Start publishing to the crawl of ``frontier`` (a
         :class:`~skitter.frontier.redis_crawl.SharedCrawlFrontier`, possibly wrapped: its
-        ``inner`` chain is followed) and serve the whole crawl from then on."""
+        ``inner`` chain is followed) and serve the whole crawl from then on.
+
+        Raises:
+            TypeError: ``frontier`` is no Redis crawl's.
+        """
         from skitter.frontier.redis_crawl import SharedCrawlFrontier
 
         for _ in range(8):
             if isinstance(frontier, SharedCrawlFrontier):
                 break
-            frontier = frontier.inner
+            frontier = getattr(frontier, "inner", frontier)
         if not isinstance(frontier, SharedCrawlFrontier):
             raise TypeError("a Redis crawl's frontier is a SharedCrawlFrontier")
         client, crawl_id = frontier.client, frontier.crawl_id
