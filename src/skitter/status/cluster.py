@@ -137,7 +137,7 @@ class ClusterPublisher:
         clock: Unix seconds (the crawl's clock: backoff times are converted to Redis's).
 
     A batch that fails (Redis away) is sent again, unchanged, before any newer one; errors
-    are logged, never raised into the crawl.
+    are logged (one line per outage), never raised into the crawl.
     """
 
     def __init__(
@@ -159,6 +159,7 @@ class ClusterPublisher:
         self._script = client.register_script(PUBLISH)
         self._seq = 0
         self._pending: list[list[Any]] = []
+        self._failing = False
         self._sent: dict[str, tuple[int, int, int, int, float, int]] = {}
         self._state: dict[str, tuple[float, str, float]] = {}
         self._seen: dict[str, tuple[str, str]] = {}
@@ -199,9 +200,12 @@ class ClusterPublisher:
                     args[3] = repr(self._clock())  # the skew to Redis's clock: measured now
                     await self._script(keys=[key], args=args)
                     self._pending.pop(0)
+                self._failing = False
                 return True
             except (rexc.RedisError, OSError) as exc:
-                log.warning("status not published to Redis (kept for the next try): %s", exc)
+                if not self._failing:  # one line per outage, not one a second
+                    log.warning("status not published to Redis (kept for the next try): %s", exc)
+                self._failing = True
                 return False
 
     def _batches(self, final: str | None) -> list[list[Any]]:
