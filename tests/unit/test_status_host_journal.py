@@ -35,8 +35,10 @@ def test_journal_lines_feed_the_host_table(tmp_path: Path) -> None:
     assert abs(b.backoff_until - (now + 40.0)) < 0.01
     assert rows["c.test"].robots == "unreachable"
     assert src.totals_now().hosts_in_backoff == 1
-    # the backoff ends: the next schedule of b.test is the plain gap again
-    j.on_schedule("b.test", time.time() + 1.0, False)
+    # resumed after the crash, the backoff ends: the plain gap again (the partial line
+    # is ended first, so the new line is whole)
+    j2 = HostJournal(shard, delay_s=1.0)
+    j2.on_schedule("b.test", time.time() + 1.0, False)
     rows = {r.host: r for r in src.hosts()}
     assert rows["b.test"].delay_cause == "delay" and rows["b.test"].backoff_until is None
     assert src.totals_now().hosts_in_backoff == 0

@@ -56,7 +56,10 @@ class HostJournal:
         line = {"h": host, "d": round(now[0], 3), "c": now[1], "u": now[2], "r": now[3]}
         try:
             if self._fd is None:
-                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+                end = os.lseek(self._fd, 0, os.SEEK_END)
+                if end and os.pread(self._fd, 1, end - 1) != b"\n":
+                    os.write(self._fd, b"\n")  # end a crash's partial line: it stays one bad line
             os.write(self._fd, (json.dumps(line, separators=(",", ":")) + "\n").encode())
         except OSError:
             pass
