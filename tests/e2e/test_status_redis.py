@@ -6,7 +6,8 @@ worker leases two: one request per host, ``--concurrency 2``), so both workers f
 hosts' other pages are held behind an event. While held, ``/api/status`` counts the records
 of both workers' pages.jsonl, ``/metrics`` (prometheus-client's parser) has the serving
 worker's own counters and the cluster's frontier gauges, and ``/api/hosts`` lists the hosts
-the other worker fetched. After the crawl, the runs' final snapshots sum to every record.
+the other worker fetched, and the live page (headless Chromium, loopback only) renders them.
+After the crawl, the runs' final snapshots sum to every record.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from skitter.status.cluster_source import ClusterSource
+from tests.browser import Browser
 from tests.e2e.test_redis_workers import barrier_of_all, finish_all, records
 from tests.e2e.test_status_live import gated, samples
 from tests.integration.site import Site, links_page
@@ -103,6 +105,13 @@ async def test_status_of_one_worker_covers_the_cluster(
                 assert rows[h]["fetched"] == 1 and rows[h]["errors"] == 0
             assert {h: r["fetched"] for h, r in rows.items()} == dict(mine + theirs)
             assert sum(r["queued"] for r in rows.values()) == 8
+
+            async with Browser() as br:  # the page renders the cluster's figures
+                await br.goto(status)
+                await br.wait_for("document.getElementById('t-fetched').textContent === '4'")
+                await br.wait_for("document.getElementById('t-workers').textContent === '2 (2)'")
+                await br.wait_for("document.querySelectorAll('#hosts-body tr').length === 4")
+                assert br.exceptions == [] and br.outside_requests() == []
         gate.set()
         results = await finish_all([first, other])
         for rc, _, err in results:

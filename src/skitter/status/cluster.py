@@ -10,7 +10,7 @@ all under the crawl's hash tag (one cluster slot), ``P`` = ``{CRAWL}:stat:``:
   samples). Kept after the run ends or dies, so its last counts stay in the totals.
 * ``Pseq``     hash: run -> the last batch number applied (a batch sent again after a lost
   reply is applied once).
-* ``Plive:RUN`` string with an expiry (3 publishing intervals): the run is alive. A run
+* ``Plive:RUN`` string with an expiry (15 s, or 5 intervals if longer): the run is alive. A run
   that ended cleanly deletes it; a killed one lets it expire.
 * ``Ph``       hash: host -> JSON ``[added, fetched, errors, bytes, fetch_s, disallowed,
   delay_s, cause, backoff_until, robots, last_error]``: counts summed over every worker
@@ -225,7 +225,7 @@ class ClusterPublisher:
             },
             separators=(",", ":"),
         )
-        ttl_ms = 0 if final else int(self.interval_s * 3000) + 1000
+        ttl_ms = 0 if final else int(max(15.0, self.interval_s * 5) * 1000)
         rows: list[Any] = []
         for row, added, fetch_s in live.take_dirty():
             now = (added, row.fetched, row.errors, row.bytes, fetch_s, row.robots_disallowed)
