@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -26,6 +27,8 @@ from skitter.status.server import check_page, host_page, page_of, sort_hosts
 from skitter.status.source import HostRow, LiveState, Totals
 
 __all__ = ["ClusterSource", "ClusterStatus", "row_of"]
+
+log = logging.getLogger("skitter")
 
 #: Hosts read per ``HMGET`` while catching up with the change index.
 CHUNK = 2000
@@ -224,10 +227,8 @@ class ClusterStatus:
     def bind(self, frontier: Any) -> None:
         """Start publishing to the crawl of ``frontier`` (a
         :class:`~skitter.frontier.redis_crawl.SharedCrawlFrontier`, possibly wrapped: its
-        ``inner`` chain is followed) and serve the whole crawl from then on.
-
-        Raises:
-            TypeError: ``frontier`` is no Redis crawl's.
+        ``inner`` chain is followed) and serve the whole crawl from then on. Another
+        frontier (none of a Redis crawl's) leaves the worker's own figures shown.
         """
         from skitter.frontier.redis_crawl import SharedCrawlFrontier
 
@@ -236,7 +237,8 @@ class ClusterStatus:
                 break
             frontier = getattr(frontier, "inner", frontier)
         if not isinstance(frontier, SharedCrawlFrontier):
-            raise TypeError("a Redis crawl's frontier is a SharedCrawlFrontier")
+            log.warning("the status page shows this process only (no Redis crawl frontier)")
+            return
         client, crawl_id = frontier.client, frontier.crawl_id
         self.source = ClusterSource(client, crawl_id, self.live, target=self.target)
         self.publisher = ClusterPublisher(
