@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import json
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-from skitter.status.source import LiveState
 
 if TYPE_CHECKING:
     from skitter.export.pages import PageRecord
@@ -34,20 +34,25 @@ class HostJournal:
     Args:
         folder: the crawler process's shard folder.
         delay_s: the --delay gap, seconds (tells a politeness gap from a longer wait).
+        clock: Unix seconds (the crawl's clock).
+
+    Per host it keeps only the last line written (and a Crawl-delay, when robots.txt has one).
 
     A write failure (disk full) is ignored: the journal only feeds the status page.
     """
 
-    def __init__(self, folder: str | Path, delay_s: float = 0.0) -> None:
+    def __init__(
+        self, folder: str | Path, delay_s: float = 0.0, clock: Callable[[], float] = time.time
+    ) -> None:
         self.path = Path(folder) / HOST_JOURNAL
-        self._live = LiveState(delay_s=delay_s)
+        self.delay_s = delay_s
+        self._clock = clock
+        # per host: the last line's (delay_s, cause, backoff_until, robots); Crawl-delays
         self._last: dict[str, tuple[float, str, float | None, str]] = {}
+        self._crawl_delay: dict[str, float] = {}
         self._fd: int | None = None
 
-    def _write(self, host: str) -> None:
-        self._live._dirty.clear()  # (no cluster publisher reads it here)
-        h = self._live._hosts[host]
-        now = (h.delay_s, h.delay_cause, h.backoff_until, h.robots)
+    def _write(self, host: str, now: tuple[float, str, float | None, str]) -> None:
         was = self._last.get(host)
         small = was is not None and abs(now[0] - was[0]) <= max(0.5, 0.2 * was[0])
         if was is not None and was[1:] == now[1:] and small:
@@ -64,18 +69,35 @@ class HostJournal:
         except OSError:
             pass
 
+    def _state(self, host: str) -> tuple[float, str, float | None, str]:
+        return self._last.get(host, (self.delay_s, "delay", None, "unknown"))
+
     def on_record(self, rec: PageRecord, host: str) -> None:
         """Ignored (pages.jsonl has it)."""
 
     def on_robots(self, host: str, decision: str, crawl_delay_s: float | None) -> None:
         """See :meth:`skitter.observer.CrawlObserver.on_robots`."""
-        self._live.on_robots(host, decision, crawl_delay_s)
-        self._write(host)
+        if crawl_delay_s is not None:
+            self._crawl_delay[host] = crawl_delay_s
+        robots = "unreachable" if decision == "unreachable" else "ok"
+        self._write(host, (*self._state(host)[:3], robots))
 
     def on_schedule(self, host: str, not_before: float, retry: bool) -> None:
-        """See :meth:`skitter.observer.CrawlObserver.on_schedule`."""
-        self._live.on_schedule(host, not_before, retry)
-        self._write(host)
+        """See :meth:`skitter.observer.CrawlObserver.on_schedule` (the cause as
+        :meth:`skitter.status.source.LiveState.on_schedule` names it)."""
+        gap = max(0.0, not_before - self._clock())
+        robots = self._state(host)[3]
+        if retry:
+            self._write(host, (gap, "backoff", not_before, robots))
+            return
+        cd = self._crawl_delay.get(host)
+        if gap <= self.delay_s + 0.05:
+            cause = "delay"
+        elif cd is not None and gap <= cd + 0.05:
+            cause = "crawl-delay"
+        else:
+            cause = "retry-after"
+        self._write(host, (gap, cause, None, robots))
 
     def on_queued(self, urls: frozenset[str]) -> None:
         """Ignored (the coordinator counts queued URLs)."""
