@@ -122,9 +122,14 @@ def _worker_settings(settings: CrawlSettings, index: int, count: int) -> CrawlSe
 
 async def _worker_crawl(settings: CrawlSettings, link: ShardLink) -> dict[str, Any]:
     from skitter.crawler import Crawler
+    from skitter.events import CrawlHooks
     from skitter.shard_peers import ShardPeers
+    from skitter.status.host_journal import HostJournal
 
-    async with Crawler(settings, peers=ShardPeers(link)) as crawler:
+    # host delays, backoffs and robots states for the coordinator's status page
+    journal = HostJournal(settings.out_dir, settings.politeness.delay_s)
+    hooks = CrawlHooks(observer=journal)
+    async with Crawler(settings, peers=ShardPeers(link), hooks=hooks) as crawler:
         await crawler.run()
         return {"stop_reason": crawler.stop_reason, "finished": crawler.finished}
 

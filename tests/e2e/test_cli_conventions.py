@@ -353,7 +353,9 @@ async def test_stats_show_queued_and_in_flight(site: Site, tmp_path: Path, proce
     assert proc.stderr is not None
     seen = ""
     try:
-        while True:  # bounded by the timeout below
+        # a line may be sampled before /a and /b are queued (the root in flight, or a status
+        # message older than the lease): wait for the held state (bounded: 1200 lines)
+        for _ in range(1200):
             raw = await asyncio.wait_for(proc.stderr.readline(), 60)
             assert raw, "stderr closed before the expected stats line"
             seen = raw.decode()

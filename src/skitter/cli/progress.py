@@ -174,22 +174,33 @@ async def run_watched(
         OSError: the status server cannot bind its address.
     """
     from skitter.events import CrawlHooks
-    from skitter.status.session import announce, bind_crawler, live_state_for, start_server
+    from skitter.status.session import (
+        announce,
+        bind_crawler,
+        cluster_status_for,
+        live_state_for,
+        start_server,
+    )
 
     live = live_state_for(settings)
     progress = Progress.for_settings(settings.quiet, stats_interval_s, live)
-    server = await start_server(live, status, str(settings.out_dir))
+    cluster = cluster_status_for(settings, live)  # a Redis crawl: the page covers every worker
+    server = await start_server(cluster or live, status, str(settings.out_dir))
     try:
         async with Crawler.from_settings(settings, hooks=CrawlHooks(observer=live)) as crawler:
             if prepare is not None:
                 prepare(crawler)
             bind_crawler(live, crawler)
+            if cluster is not None:
+                cluster.bind(crawler.components.frontier)
             if server is not None:
                 announce(server, settings.out_dir, settings.quiet)
             try:
                 snap, interrupted = await run_crawler(crawler, progress)
             finally:
                 live.finish("finished" if crawler.stop_reason == "done" else "stopped")
+                if cluster is not None:
+                    await cluster.close(live.state)
             t = await live.totals()
             stop_reason = crawler.stop_reason
     finally:

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from skitter.cli.common import os_error_line, positive_float
+from skitter.cli.common import add_status_flags, os_error_line, positive_float
 from skitter.cli.crawl import _crawl
 from skitter.errors import FrontierError, SkitterError
 from skitter.settings import redact_url
@@ -51,6 +51,7 @@ def add_parser(sub: Any) -> None:
         "--quiet", "-q", action="store_true", help="no progress display and no end summary"
     )
     p.add_argument("--verbose", "-v", action="store_true", help="log more to stderr")
+    add_status_flags(p)  # --status-port: the page covers the whole crawl
 
 
 async def _settings(args: argparse.Namespace) -> Any:

@@ -4,7 +4,9 @@ A ``--processes N`` crawl merges its processes' records into the one ``OUT/pages
 ``OUT/links.tsv`` as it goes; :class:`JournalSource` follows those two files (from where it last
 stopped, whole lines only) and feeds a :class:`~skitter.status.source.LiveState`, so the page and
 the metrics cover every process. The frontier figures (queued, in flight, hosts) come from the
-coordinator's summed status (:meth:`JournalSource.update`). Also usable on a crawl running in
+coordinator's summed status (:meth:`JournalSource.update`); each host's delay, backoff and
+robots.txt state from the processes' ``shards/*/status-hosts.jsonl``
+(:mod:`skitter.status.host_journal`). Also usable on a crawl running in
 another program, or a finished one.
 """
 
@@ -17,6 +19,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from skitter.export.linkfile import lines_since
+from skitter.sharding import SHARDS_DIR
+from skitter.status.host_journal import HOST_JOURNAL
 from skitter.status.source import HostRow, LiveState, Totals
 
 __all__ = ["JournalSource", "host_of"]
@@ -81,6 +85,8 @@ class JournalSource:
         out = Path(out_dir)
         self._pages = _Follower(out / "pages.jsonl")
         self._links = _Follower(out / "links.tsv", skip_header=True)
+        self._out = out
+        self._host_journals: dict[Path, _Follower] = {}
         self._counts = (0, 0, 0)
         self._lock = threading.Lock()
         self.live = LiveState(delay_s=delay_s, target=target)
@@ -127,6 +133,27 @@ class JournalSource:
             if len(fields) == 2:
                 decisions[fields[1].decode("utf-8", "replace")] += 1
         self.live.links(decisions)
+        self._catch_up_hosts()
+
+    def _catch_up_hosts(self) -> None:
+        """Apply the crawler processes' host-state journals
+        (:mod:`skitter.status.host_journal`): delay and its cause, backoff, robots state."""
+        for path in sorted(self._out.glob(f"{SHARDS_DIR}/*/{HOST_JOURNAL}")):
+            follower = self._host_journals.setdefault(path, _Follower(path))
+            for line in follower.new_lines():
+                try:
+                    row = json.loads(line)
+                    host, until = str(row["h"]), row.get("u")
+                    self.live.wait(
+                        host,
+                        float(row["d"]),
+                        str(row["c"]),
+                        float(until) if until is not None else None,
+                    )
+                    if row.get("r"):
+                        self.live._host(host).robots = str(row["r"])
+                except (ValueError, KeyError, TypeError):
+                    continue
 
     def totals_now(self) -> Totals:
         """The headline figures now (synchronous: the coordinator's display calls it)."""

@@ -33,7 +33,15 @@ from skitter import __version__
 from skitter.status.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from skitter.status.source import HOST_FIELDS, HostRow, StatusSource
 
-__all__ = ["MAX_PER_PAGE", "ServerThread", "StatusServer", "host_page"]
+__all__ = [
+    "MAX_PER_PAGE",
+    "ServerThread",
+    "StatusServer",
+    "check_page",
+    "host_page",
+    "page_of",
+    "sort_hosts",
+]
 
 #: The largest ``per_page`` of ``/api/hosts``.
 MAX_PER_PAGE = 1000
@@ -71,23 +79,48 @@ def host_page(
     Raises:
         BadQuery: unknown sort field or order, page < 1, per_page out of range.
     """
-    if sort not in HOST_FIELDS:
-        raise BadQuery(f"sort must be one of {', '.join(HOST_FIELDS)}")
-    if order not in ("asc", "desc"):
-        raise BadQuery("order must be asc or desc")
+    check_page(page, per_page)
+    return page_of(sort_hosts(rows, sort, order, q), len(rows), sort, order, q, page, per_page)
+
+
+def check_page(page: int, per_page: int) -> None:
+    """Raises :class:`BadQuery` when ``page`` < 1 or ``per_page`` is out of range."""
     if page < 1:
         raise BadQuery("page starts at 1")
     if not 1 <= per_page <= MAX_PER_PAGE:
         raise BadQuery(f"per_page must be 1..{MAX_PER_PAGE}")
-    hosts_total = len(rows)
+
+
+def sort_hosts(rows: list[HostRow], sort: str, order: str, q: str) -> list[HostRow]:
+    """The rows whose host contains ``q``, in the order of :func:`host_page` (absent values
+    last, ties by host).
+
+    Raises:
+        BadQuery: unknown sort field or order.
+    """
+    if sort not in HOST_FIELDS:
+        raise BadQuery(f"sort must be one of {', '.join(HOST_FIELDS)}")
+    if order not in ("asc", "desc"):
+        raise BadQuery("order must be asc or desc")
     needle = q.strip().lower()
     if needle:
         rows = [r for r in rows if needle in r.host]
-
     present = [r for r in rows if getattr(r, sort) is not None]
     present.sort(key=lambda r: r.host)  # ties: hosts a-z (the sorts below are stable)
     present.sort(key=lambda r: getattr(r, sort), reverse=order == "desc")
-    rows = present + sorted((r for r in rows if getattr(r, sort) is None), key=lambda r: r.host)
+    return present + sorted((r for r in rows if getattr(r, sort) is None), key=lambda r: r.host)
+
+
+def page_of(
+    rows: list[HostRow],
+    hosts_total: int,
+    sort: str,
+    order: str,
+    q: str,
+    page: int,
+    per_page: int,
+) -> dict[str, Any]:
+    """The :func:`host_page` answer for ``rows`` already filtered and sorted."""
     total = len(rows)
     start = (page - 1) * per_page
     return {
@@ -286,15 +319,20 @@ class StatusServer:
 
     async def _hosts(self, request: web.Request) -> web.Response:
         q = request.query
+        # a source that pages itself (ClusterSource: rows cached, refreshed by changes)
+        pager = getattr(self.source, "host_page", None)
         try:
-            page = host_page(
-                list(self.source.hosts()),
-                sort=q.get("sort", "fetched"),
-                order=q.get("order", "desc"),
-                q=q.get("q", ""),
-                page=_int(q.get("page", "1"), "page"),
-                per_page=_int(q.get("per_page", "50"), "per_page"),
+            args = (
+                q.get("sort", "fetched"),
+                q.get("order", "desc"),
+                q.get("q", ""),
+                _int(q.get("page", "1"), "page"),
+                _int(q.get("per_page", "50"), "per_page"),
             )
+            if pager is not None:
+                page: dict[str, Any] = await pager(*args)
+            else:
+                page = host_page(list(self.source.hosts()), *args)
         except BadQuery as exc:
             return _json({"error": str(exc)}, status=400)
         return _json(page)

@@ -19,6 +19,7 @@ from skitter.status.source import HostRow, LiveState, StatusSource, Totals
 if TYPE_CHECKING:
     from skitter.crawler import Crawler
     from skitter.settings import CrawlSettings
+    from skitter.status.cluster_source import ClusterStatus
 
 __all__ = [
     "END_FILES",
@@ -26,6 +27,7 @@ __all__ = [
     "StatusOptions",
     "announce",
     "bind_crawler",
+    "cluster_status_for",
     "live_state_for",
     "start_server",
     "write_end_files",
@@ -47,7 +49,8 @@ class StatusOptions:
     @classmethod
     def from_args(cls, args: Any) -> StatusOptions:
         """From parsed command-line arguments (missing attributes: defaults)."""
-        return cls(getattr(args, "status_port", None), getattr(args, "status_host", "127.0.0.1"))
+        host = getattr(args, "status_host", None) or "127.0.0.1"  # (worker: None if not given)
+        return cls(getattr(args, "status_port", None), host)
 
 
 def live_state_for(settings: CrawlSettings) -> LiveState:
@@ -61,6 +64,18 @@ def live_state_for(settings: CrawlSettings) -> LiveState:
         ignore_robots=p.ignore_robots,
         bounded=settings.check_links,
     )
+
+
+def cluster_status_for(settings: CrawlSettings, live: LiveState) -> ClusterStatus | None:
+    """On a Redis crawl, the worker's :class:`~skitter.status.cluster_source.ClusterStatus`
+    (publishes ``live`` to Redis, serves the whole crawl once bound); None otherwise."""
+    from skitter.settings import is_redis_url
+
+    if not is_redis_url(settings.frontier):
+        return None
+    from skitter.status.cluster_source import ClusterStatus
+
+    return ClusterStatus(live, target=settings.max_pages)
 
 
 def bind_crawler(live: LiveState, crawler: Crawler) -> None:

@@ -85,6 +85,8 @@ class Totals:
         target: the number of records the crawl is known to end at (link checks, --max-pages),
             or None when the frontier does not know its size.
         by_status_class, by_status, by_error, by_content_type: record counts.
+        workers, worker_runs: on a Redis crawl, the worker runs alive now and all the runs
+            whose counts are summed (finished and dead ones too); None otherwise.
     """
 
     state: str = "running"
@@ -103,6 +105,8 @@ class Totals:
     by_status: dict[str, int] = field(default_factory=dict)
     by_error: dict[str, int] = field(default_factory=dict)
     by_content_type: dict[str, int] = field(default_factory=dict)
+    workers: int | None = None
+    worker_runs: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (keys as the attributes)."""
@@ -173,6 +177,9 @@ class LiveState:
         self._started = clock()
         self._hosts: dict[str, HostRow] = {}
         self._elapsed_sum: dict[str, float] = {}
+        self._added: Counter[str] = Counter()
+        #: hosts whose row changed since :meth:`take_dirty` (a cluster publisher reads it)
+        self._dirty: set[str] = set()
         self._crawl_delay: dict[str, float] = {}
         self._t = Totals()
         self._by_class: Counter[str] = Counter()
@@ -188,6 +195,7 @@ class LiveState:
         self._link_decisions = link_decisions
 
     def _host(self, host: str) -> HostRow:
+        self._dirty.add(host)
         h = self._hosts.get(host)
         if h is None:
             h = self._hosts[host] = HostRow(
@@ -201,6 +209,7 @@ class LiveState:
         """URLs newly queued, ``{host: n}``."""
         for host, n in counts.items():
             self._host(host).queued += n
+            self._added[host] += n
 
     def record(
         self,
@@ -338,6 +347,17 @@ class LiveState:
     def hosts(self) -> Sequence[HostRow]:
         """See :meth:`StatusSource.hosts`."""
         return list(self._hosts.values())
+
+    def take_dirty(self) -> list[tuple[HostRow, int, float]]:
+        """The hosts whose row changed since the last call, as ``(row, urls queued here in
+        all, seconds of fetch time in all)``; the set is then emptied."""
+        out = [
+            (self._hosts[h], self._added[h], self._elapsed_sum.get(h, 0.0))
+            for h in self._dirty
+            if h in self._hosts
+        ]
+        self._dirty.clear()
+        return out
 
     async def metrics_text(self) -> str:
         """See :meth:`StatusSource.metrics_text` (the gauges are refreshed first)."""

@@ -67,6 +67,10 @@
       $("t-" + k).textContent = fmt(t[k]);
     }
     $("t-bytes").textContent = bytes(t.bytes);
+    if (t.workers !== null && t.workers !== undefined) {  // a Redis crawl: the whole cluster
+      $("c-workers").hidden = false;
+      $("t-workers").textContent = fmt(t.workers) + " (" + fmt(t.worker_runs) + ")";
+    }
     $("t-rate").textContent = s.pages_per_s_1m.toFixed(1);
     $("t-elapsed").textContent = dur(t.elapsed_s);
     $("t-remaining").textContent = t.state === "finished" ? "done" : dur(s.remaining_s);
