@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from skitter.frontier.base import AddResult, Frontier
 from skitter.frontier.forwarding import ForwardingFrontier
-from skitter.models import Lease, Request
+from skitter.models import Request
 
 if TYPE_CHECKING:
     from skitter.export.pages import PageRecord
@@ -88,30 +88,9 @@ class ObservedFrontier(ForwardingFrontier):
             self.observer.on_queued(result.added_urls)
         return result
 
-    async def ack(
-        self,
-        lease: Lease,
-        *,
-        not_before: float,
-        status: int | None = None,
-        etag: str | None = None,
-        last_modified: str | None = None,
-    ) -> None:
-        """See :meth:`Frontier.ack`."""
-        await super().ack(
-            lease, not_before=not_before, status=status, etag=etag, last_modified=last_modified
-        )
-        self.observer.on_schedule(lease.host, not_before, False)
-
-    async def retry(self, lease: Lease, *, not_before: float, count_attempt: bool = True) -> None:
-        """See :meth:`Frontier.retry`."""
-        await self.inner.retry(lease, not_before=not_before, count_attempt=count_attempt)
-        self.observer.on_schedule(lease.host, not_before, count_attempt)
-
-    async def delay_host(self, host: str, not_before: float) -> None:
-        """See :meth:`Frontier.delay_host`."""
-        await self.inner.delay_host(host, not_before)
-        self.observer.on_schedule(host, not_before, False)
+    def scheduled(self, host: str, not_before: float, retry: bool) -> None:
+        """Tell the observer (:meth:`CrawlObserver.on_schedule`)."""
+        self.observer.on_schedule(host, not_before, retry)
 
 
 def observe_frontier(frontier: Frontier, observer: CrawlObserver) -> Frontier:

@@ -3,8 +3,8 @@ contract to the frontier it wraps.
 
 Wrappers (:class:`skitter.observer.ObservedFrontier`,
 :class:`skitter.frontier.routing.RoutingFrontier`) subclass :class:`ForwardingFrontier` and
-override only the calls they change; the contract of each call is documented once, on the
-protocol.
+override only the calls they change, or :meth:`ForwardingFrontier.scheduled` to see every move
+of a host's schedule; the contract of each call is documented once, on the protocol.
 """
 
 from __future__ import annotations
@@ -29,6 +29,11 @@ class ForwardingFrontier:
     def __init__(self, inner: Frontier) -> None:
         self.inner = inner
 
+    def scheduled(self, host: str, not_before: float, retry: bool) -> None:
+        """Called after :meth:`ack` (``retry`` False), :meth:`retry` (``retry`` =
+        ``count_attempt``) and :meth:`delay_host` (False) succeeded: ``host`` (a host key) waits
+        until at least ``not_before`` (seconds). Does nothing here; must not raise."""
+
     async def add(self, requests: Sequence[Request], *, force: bool = False) -> AddResult:
         """``inner.add``: see :meth:`Frontier.add`."""
         return await self.inner.add(requests, force=force)
@@ -50,10 +55,12 @@ class ForwardingFrontier:
         await self.inner.ack(
             lease, not_before=not_before, status=status, etag=etag, last_modified=last_modified
         )
+        self.scheduled(lease.host, not_before, False)
 
     async def retry(self, lease: Lease, *, not_before: float, count_attempt: bool = True) -> None:
         """``inner.retry``: see :meth:`Frontier.retry`."""
         await self.inner.retry(lease, not_before=not_before, count_attempt=count_attempt)
+        self.scheduled(lease.host, not_before, count_attempt)
 
     async def renew(self, lease: Lease, now: float) -> Lease:
         """``inner.renew``: see :meth:`Frontier.renew`."""
@@ -62,6 +69,7 @@ class ForwardingFrontier:
     async def delay_host(self, host: str, not_before: float) -> None:
         """``inner.delay_host``: see :meth:`Frontier.delay_host`."""
         await self.inner.delay_host(host, not_before)
+        self.scheduled(host, not_before, False)
 
     async def next_ready_at(self) -> float | None:
         """``inner.next_ready_at``: see :meth:`Frontier.next_ready_at`."""

@@ -48,7 +48,13 @@ from typing import Any
 
 from skitter.errors import ConfigError
 from skitter.export.links import HEADER, unescape
-from skitter.offline.page_rows import MEMO_SIZE, LinkDecider, PageWriter, PartCounts
+from skitter.offline.page_rows import (
+    MEMO_SIZE,
+    LinkDecider,
+    PageCounts,
+    PageWriter,
+    PartCounts,
+)
 from skitter.offline.payload import payload_of
 from skitter.offline.reader import Damage, WarcReader
 from skitter.offline.revisits import defer_revisit, note_original, part_file, resolve_revisits
@@ -84,19 +90,14 @@ class ExtractOptions:
 
 
 @dataclass(slots=True)
-class ExtractResult:
-    """What :func:`extract_warcs` did (also written to report.json, see :meth:`to_dict`)."""
+class ExtractResult(PageCounts):
+    """What :func:`extract_warcs` did (also written to report.json, see :meth:`to_dict`):
+    the summed :class:`~skitter.offline.page_rows.PageCounts`, the files read, the revisits
+    resolved or not, and the time taken (seconds)."""
 
     files: int = 0
-    records: int = 0
-    pages: int = 0
-    links: int = 0
-    bytes_read: int = 0
     revisits_resolved: int = 0
     revisits_unresolved: int = 0
-    decisions: Counter[str] = field(default_factory=Counter)
-    statuses: Counter[str] = field(default_factory=Counter)
-    skipped: list[dict[str, Any]] = field(default_factory=list)
     elapsed_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
@@ -188,13 +189,7 @@ def _work(args: tuple[int, str, str, ExtractOptions]) -> PartCounts:
 
 
 def _add(result: ExtractResult, out: PartCounts, hosts: dict[str, str]) -> None:
-    result.records += out.records
-    result.pages += out.pages
-    result.links += out.links
-    result.bytes_read += out.bytes_read
-    result.decisions.update(out.decisions)
-    result.statuses.update(out.statuses)
-    result.skipped.extend(out.skipped)
+    result.add(out)
     for hk, url in out.hosts.items():
         hosts.setdefault(hk, url)
 

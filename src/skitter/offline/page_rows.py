@@ -27,6 +27,7 @@ from skitter.traps import TrapGuard
 __all__ = [
     "MEMO_SIZE",
     "LinkDecider",
+    "PageCounts",
     "PageWriter",
     "PartCounts",
     "link_rows",
@@ -192,14 +193,13 @@ def page_line(url: str, date: str, p: HttpPayload) -> dict[str, Any]:
 
 
 @dataclass(slots=True)
-class PartCounts:
-    """What one part (one WARC file, or the revisits) produced; summed into the report.
+class PageCounts:
+    """What extraction produced, summed over parts into the report.
 
     Attributes:
-        records, pages, links: counts; bytes_read: bytes of the file read.
+        records, pages, links: counts; bytes_read: bytes of the WARC files read.
         decisions, statuses: link rows per decision, pages per HTTP status ("none": no status).
         skipped: damaged parts ``{file, offset, reason}``.
-        hosts: a page URL per host key (the post-hoc scope without seeds).
     """
 
     records: int = 0
@@ -209,26 +209,36 @@ class PartCounts:
     decisions: Counter[str] = field(default_factory=Counter)
     statuses: Counter[str] = field(default_factory=Counter)
     skipped: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, other: PageCounts) -> None:
+        """Add ``other``'s counts to these."""
+        self.records += other.records
+        self.pages += other.pages
+        self.links += other.links
+        self.bytes_read += other.bytes_read
+        self.decisions.update(other.decisions)
+        self.statuses.update(other.statuses)
+        self.skipped.extend(other.skipped)
+
+
+@dataclass(slots=True)
+class PartCounts(PageCounts):
+    """The counts of one part (one WARC file, or the revisits), with ``hosts``: a page URL per
+    host key (the post-hoc scope without seeds)."""
+
     hosts: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(slots=True)
 class PageWriter:
     """Writes each page's links.tsv rows to ``links_f`` and pages.jsonl line to ``pages_f``,
     counting them in ``counts``."""
 
-    def __init__(
-        self,
-        decider: LinkDecider,
-        bot_token: str | None,
-        links_f: IO[str],
-        pages_f: IO[str],
-        counts: PartCounts,
-    ) -> None:
-        self.decider = decider
-        self.bot_token = bot_token
-        self.links_f = links_f
-        self.pages_f = pages_f
-        self.counts = counts
+    decider: LinkDecider
+    bot_token: str | None
+    links_f: IO[str]
+    pages_f: IO[str]
+    counts: PartCounts
 
     def emit(self, url: str, date: str, p: HttpPayload) -> None:
         """Write the page at ``url`` archived at ``date`` (a ``WARC-Date``) with payload ``p``.
