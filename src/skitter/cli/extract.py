@@ -7,7 +7,8 @@ import os
 import sys
 from typing import Any
 
-from skitter.cli.common import add_out_folder_flag, at_least_one, os_error_line, size
+from skitter.cli.common import add_out_folder_flag, at_least_one, size
+from skitter.cli.outcome import error_exit
 from skitter.errors import ConfigError, SkitterError
 
 
@@ -76,12 +77,8 @@ def run(args: argparse.Namespace) -> int:
             jobs=args.jobs,
         )
         result = extract_warcs(args.warcs, args.out, options)
-    except SkitterError as exc:
-        print(f"skitter: error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        print(os_error_line(exc), file=sys.stderr)
-        return 2
+    except (SkitterError, OSError) as exc:
+        return error_exit(exc)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -19,6 +19,7 @@ from skitter.state import STATE_FILE
 __all__ = [
     "EXIT_CODES",
     "EXIT_PRECEDENCE",
+    "error_exit",
     "exit_code",
     "failure_exit",
     "finished_report",
@@ -142,6 +143,16 @@ def finished_report(out: str) -> dict[str, Any] | None:
     return report if done else None
 
 
+def error_exit(exc: SkitterError | OSError) -> int:
+    """Tell an error on stderr in one line (``skitter: error: ...``, see :func:`os_error_line`
+    for an ``OSError``); returns 2, the exit code of bad input or an unreadable file."""
+    if isinstance(exc, SkitterError):
+        print(f"skitter: error: {exc}", file=sys.stderr)
+    else:
+        print(os_error_line(exc), file=sys.stderr)
+    return 2
+
+
 def failure_exit(
     exc: SkitterError | OSError | KeyboardInterrupt,
     *,
@@ -182,5 +193,4 @@ def failure_exit(
     if out is not None and (Path(out) / STATE_FILE).exists():  # started: output failed
         print(output_failure_line(exc, go_on), file=sys.stderr)
         return 1
-    print(os_error_line(exc), file=sys.stderr)
-    return 2
+    return error_exit(exc)
