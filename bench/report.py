@@ -366,15 +366,23 @@ def main(rdir: Path) -> int:
             summary["checks"][r["stem"]] = probs
             summary["notes"][r["stem"]] = notes
             failed |= bool(probs)
-            lines.append(f"- {r['stem']}: " + ("PASS" if not probs else "FAIL"))
-            lines += [f"  - {p}" for p in probs]
-            lines += [f"  - note: {n}" for n in notes]
-    lines.append("")
-    text = "\n".join(lines)
+            lines += verdict_lines(r["stem"], probs, notes)
+    write_summary(rdir, lines, summary)
+    return 1 if failed else 0
+
+
+def verdict_lines(stem: str, probs: list[str], notes: list[str]) -> list[str]:
+    """The summary.md lines of one run: PASS/FAIL, then its problems and notes."""
+    head = f"- {stem}: " + ("PASS" if not probs else "FAIL")
+    return [head] + [f"  - {p}" for p in probs] + [f"  - note: {n}" for n in notes]
+
+
+def write_summary(rdir: Path, lines: list[str], summary: dict[str, Any]) -> None:
+    """Print ``lines`` and write them to ``rdir``/summary.md, ``summary`` to summary.json."""
+    text = "\n".join([*lines, ""])
     print(text)
     (rdir / "summary.md").write_text(text + "\n")
     (rdir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    return 1 if failed else 0
 
 
 if __name__ == "__main__":

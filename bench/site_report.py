@@ -31,6 +31,7 @@ from urllib.robotparser import RobotFileParser
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from accesslog import Requests
 from accesslog import parse as parse_access
+from report import verdict_lines, write_summary
 
 RUN = re.compile(r"^(?P<label>.+)-r(?P<i>\d+)$")
 
@@ -228,13 +229,8 @@ def main(rdir: Path) -> int:
             probs, notes = checks(r, reqs[r["stem"]], union, robots, rdir)
             summary["checks"][r["stem"]] = probs
             failed |= bool(probs)
-            lines.append(f"- {r['stem']}: " + ("PASS" if not probs else "FAIL"))
-            lines += [f"  - {p}" for p in probs] + [f"  - note: {n}" for n in notes]
-    lines.append("")
-    text = "\n".join(lines)
-    print(text)
-    (rdir / "summary.md").write_text(text + "\n")
-    (rdir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+            lines += verdict_lines(r["stem"], probs, notes)
+    write_summary(rdir, lines, summary)
     return 1 if failed else 0
 
 

@@ -1,8 +1,10 @@
-"""Shared fixtures: paths to ../shared material and a loopback test web."""
+"""Shared fixtures: paths to ../shared material, a loopback test web, Redis servers, a count of
+os.write calls."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+import os
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -45,3 +47,22 @@ def redis_server_own(tmp_path: Path) -> Iterator[RedisServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def count_os_writes(monkeypatch: pytest.MonkeyPatch) -> Callable[[], list[int]]:
+    """``start()``: from then on until the test ends, every ``os.write`` also appends its size
+    (bytes) to the list ``start`` returns (the one-write-per-record rules of the writers)."""
+
+    def start() -> list[int]:
+        calls: list[int] = []
+        real_write = os.write
+
+        def counting_write(fd: int, data: bytes | memoryview) -> int:
+            calls.append(len(data))
+            return real_write(fd, data)
+
+        monkeypatch.setattr(os, "write", counting_write)
+        return calls
+
+    return start

@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from skitter.frontier.base import AddResult, Frontier, FrontierCounts
-from skitter.models import Lease, Request
+from skitter.frontier.base import AddResult, Frontier
+from skitter.frontier.forwarding import ForwardingFrontier
+from skitter.models import Request
 
 if TYPE_CHECKING:
     from skitter.export.pages import PageRecord
@@ -71,13 +72,13 @@ class NullObserver:
 NULL_OBSERVER = NullObserver()
 
 
-class ObservedFrontier:
+class ObservedFrontier(ForwardingFrontier):
     """A :class:`~skitter.frontier.base.Frontier` that tells ``observer`` about queued URLs
     (:meth:`add`) and host schedules (:meth:`ack`, :meth:`retry`, :meth:`delay_host`), and
     otherwise forwards every call to ``inner`` unchanged (same results, same errors)."""
 
     def __init__(self, inner: Frontier, observer: CrawlObserver) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.observer = observer
 
     async def add(self, requests: Sequence[Request], *, force: bool = False) -> AddResult:
@@ -87,71 +88,9 @@ class ObservedFrontier:
             self.observer.on_queued(result.added_urls)
         return result
 
-    async def lease(self, now: float) -> Lease | None:
-        """See :meth:`Frontier.lease`."""
-        return await self.inner.lease(now)
-
-    async def ack(
-        self,
-        lease: Lease,
-        *,
-        not_before: float,
-        status: int | None = None,
-        etag: str | None = None,
-        last_modified: str | None = None,
-    ) -> None:
-        """See :meth:`Frontier.ack`."""
-        await self.inner.ack(
-            lease, not_before=not_before, status=status, etag=etag, last_modified=last_modified
-        )
-        self.observer.on_schedule(lease.host, not_before, False)
-
-    async def retry(self, lease: Lease, *, not_before: float, count_attempt: bool = True) -> None:
-        """See :meth:`Frontier.retry`."""
-        await self.inner.retry(lease, not_before=not_before, count_attempt=count_attempt)
-        self.observer.on_schedule(lease.host, not_before, count_attempt)
-
-    async def release(self, lease: Lease, *, not_before: float) -> None:
-        """See :meth:`Frontier.release`."""
-        await self.inner.release(lease, not_before=not_before)
-        self.observer.on_schedule(lease.host, not_before, False)
-
-    async def renew(self, lease: Lease, now: float) -> Lease:
-        """See :meth:`Frontier.renew`."""
-        return await self.inner.renew(lease, now)
-
-    async def delay_host(self, host: str, not_before: float) -> None:
-        """See :meth:`Frontier.delay_host`."""
-        await self.inner.delay_host(host, not_before)
-        self.observer.on_schedule(host, not_before, False)
-
-    async def next_ready_at(self) -> float | None:
-        """See :meth:`Frontier.next_ready_at`."""
-        return await self.inner.next_ready_at()
-
-    async def is_finished(self) -> bool:
-        """See :meth:`Frontier.is_finished`."""
-        return await self.inner.is_finished()
-
-    async def note_inlinks(self, links: Sequence[tuple[str, str]]) -> int:
-        """See :meth:`Frontier.note_inlinks`."""
-        return await self.inner.note_inlinks(links)
-
-    async def mark_done(self, urls: Sequence[str]) -> None:
-        """See :meth:`Frontier.mark_done`."""
-        await self.inner.mark_done(urls)
-
-    async def counts(self) -> FrontierCounts:
-        """See :meth:`Frontier.counts`."""
-        return await self.inner.counts()
-
-    async def flush(self) -> None:
-        """See :meth:`Frontier.flush`."""
-        await self.inner.flush()
-
-    async def aclose(self) -> None:
-        """See :meth:`Frontier.aclose`."""
-        await self.inner.aclose()
+    def scheduled(self, host: str, not_before: float, retry: bool) -> None:
+        """Tell the observer (:meth:`CrawlObserver.on_schedule`)."""
+        self.observer.on_schedule(host, not_before, retry)
 
 
 def observe_frontier(frontier: Frontier, observer: CrawlObserver) -> Frontier:

@@ -36,6 +36,11 @@ async def arun_cli(*args: str, timeout: float = 60) -> tuple[int, str, str]:
     return proc.returncode, out.decode(), err.decode()
 
 
+def loopback_flags(site: Site) -> list[str]:
+    """Host A of ``site`` on loopback only, no politeness delay."""
+    return ["--resolve", f"{A}:{site.port}:127.0.0.1", "--resolve-only", "--delay", "0"]
+
+
 def test_version() -> None:
     r = run_cli("--version")
     assert r.returncode == 0 and r.stdout.strip() == f"skitter {__version__}"
@@ -94,15 +99,7 @@ async def test_crawl_then_resume_rules(site: Site, tmp_path: Path) -> None:
     site.route(A, "/a", html("<p>a</p>"))
     site.route(A, "/b", html("<p>b</p>"))
     out = tmp_path / "out"
-    common = [
-        "--resolve",
-        f"{A}:{site.port}:127.0.0.1",
-        "--resolve-only",
-        "--delay",
-        "0",
-        "--out",
-        str(out),
-    ]
+    common = [*loopback_flags(site), "--out", str(out)]
     rc, stdout, err = await arun_cli("crawl", site.url(A, "/"), *common)
     assert rc == 0, err
     assert "3 pages: 3 ok (2xx), 0 redirects (3xx)" in stdout and str(out) in stdout
@@ -141,15 +138,7 @@ async def test_ctrl_c_stops_cleanly_and_resume_finishes(site: Site, tmp_path: Pa
     for p in pages:
         site.route(A, p, slow)
     out = tmp_path / "out"
-    common = [
-        "--resolve",
-        f"{A}:{site.port}:127.0.0.1",
-        "--resolve-only",
-        "--delay",
-        "0",
-        "--out",
-        str(out),
-    ]
+    common = [*loopback_flags(site), "--out", str(out)]
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -194,11 +183,7 @@ async def test_max_pages_exits_0_and_seeds_file_forms(site: Site, tmp_path: Path
         "2",
         "--out",
         str(out),
-        "--resolve",
-        f"{A}:{site.port}:127.0.0.1",
-        "--resolve-only",
-        "--delay",
-        "0",
+        *loopback_flags(site),
         "--concurrency",
         "1",
     )

@@ -5,14 +5,13 @@ from __future__ import annotations
 import asyncio
 import gzip
 import itertools
-import subprocess
-import sys
 import zlib
 from pathlib import Path
 
 from aiohttp import web
 
 from tests.integration.site import Site, crawl, html, links_page, redirect, text
+from tests.warc_check import warcio_check
 
 A = "www.example.test"
 
@@ -60,8 +59,7 @@ async def test_small_site_each_page_once_with_all_outputs(site: Site, tmp_path: 
     assert res.report["totals"]["by_depth"] == {"0": 1, "1": 2, "2": 1}
     warcs = list((tmp_path / "out").glob("*.warc.gz"))
     assert warcs
-    for w in warcs:
-        subprocess.run([str(Path(sys.executable).parent / "warcio"), "check", str(w)], check=True)
+    warcio_check(*warcs)
 
 
 async def test_user_agent_and_referer_sent(site: Site, tmp_path: Path) -> None:

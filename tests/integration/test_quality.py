@@ -6,15 +6,13 @@ import asyncio
 import gzip
 import itertools
 import random
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-from warcio.archiveiterator import ArchiveIterator
 
 from tests.integration.site import Site, crawl, html, links_page, redirect, text
+from tests.warc_check import warc_records
 
 A = "www.example.test"
 SM = "sm.example.test"
@@ -30,16 +28,6 @@ BODY = "<p>" + " ".join(_RNG.choice(_VOCAB) for _ in range(400)) + "</p>"
 def dup_page(extra: str = "", links: str = "") -> str:
     head = "<!doctype html><html><head><title>d</title></head>"
     return f"{head}<body>{extra}{BODY}{links}</body></html>"
-
-
-def warc_records(out: Path) -> list[tuple[str, dict[str, str]]]:
-    recs: list[tuple[str, dict[str, str]]] = []
-    for w in sorted(out.glob("*.warc.gz")):
-        subprocess.run([str(Path(sys.executable).parent / "warcio"), "check", str(w)], check=True)
-        with open(w, "rb") as f:
-            for r in ArchiveIterator(f):
-                recs.append((r.rec_type, dict(r.rec_headers.headers)))
-    return recs
 
 
 def assert_revisits_resolve(recs: list[tuple[str, dict[str, str]]]) -> list[dict[str, str]]:

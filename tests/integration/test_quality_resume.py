@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -14,11 +13,11 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from warcio.archiveiterator import ArchiveIterator
 
 from tests.conftest import REPO
 from tests.integration.site import Site, links_page, text
 from tests.integration.test_quality import BODY, urlset
+from tests.warc_check import warc_records
 
 A = "www.example.test"
 B = "other.example.test"
@@ -36,15 +35,6 @@ def _cli(site: Site, out: Path, *args: str) -> list[str]:
 
 def _records(out: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (out / "pages.jsonl").read_text().splitlines()]
-
-
-def _warc_check(out: Path) -> list[tuple[str, dict[str, str]]]:
-    recs = []
-    for w in sorted(out.glob("*.warc.gz")):
-        subprocess.run([str(Path(sys.executable).parent / "warcio"), "check", str(w)], check=True)
-        with open(w, "rb") as f:
-            recs += [(r.rec_type, dict(r.rec_headers.headers)) for r in ArchiveIterator(f)]
-    return recs
 
 
 def dup_site(site: Site, served: list[str], hold_after: int = 0) -> asyncio.Event:
@@ -88,7 +78,7 @@ def check_dedup_output(out: Path) -> None:
     for r in html:
         if "duplicate" in r:
             assert (r["duplicate"], r["duplicate_of"]) == ("exact", first[r["sha1"]])
-    recs_w = _warc_check(out)
+    recs_w = warc_records(out)
     responses = {(h["WARC-Target-URI"], h["WARC-Date"]) for t, h in recs_w if t == "response"}
     for t, h in recs_w:
         if t == "revisit":
@@ -171,7 +161,7 @@ async def test_kill_9_mid_sitemaps_then_resume(site: Site, tmp_path: Path) -> No
     assert queued == entries
     report = json.loads((out / "report.json").read_text())
     assert report["sitemaps"]["read"] == 1 + n_maps and report["sitemaps"]["entries"] == 30
-    _warc_check(out)
+    warc_records(out)
 
 
 async def test_kill_9_after_sitemap_rows_written_then_resume_writes_each_row_once(
@@ -352,4 +342,4 @@ async def test_processes_2_dedup_sitemaps_inlinks(site: Site, tmp_path: Path) ->
     # /, the pages, A's /leaf and /from-sitemap (+ B's /leaf when B's pages are originals)
     assert len(urls) == len(set(urls)) == 2 * (PAGES + 1) + 2 + (b_originals > 0)
     assert site.url(A, "/from-sitemap") in urls
-    _warc_check(out)
+    warc_records(out)

@@ -15,7 +15,7 @@ from aiohttp import web
 
 from tests.conftest import REPO
 from tests.integration.site import Site, crawl, html
-from tests.integration.test_quality import warc_records
+from tests.warc_check import warc_records
 
 RC = "rc.example.test"
 LM = "Wed, 21 Oct 2025 07:28:00 GMT"

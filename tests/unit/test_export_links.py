@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -108,17 +109,10 @@ def test_empty_rows_write_nothing(tmp_path: Path) -> None:
         assert w.offset() == size == len(HEADER) + 1
 
 
-def test_one_os_write_per_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_one_os_write_per_page(tmp_path: Path, count_os_writes: Callable[[], list[int]]) -> None:
     path = tmp_path / "links.tsv"
     w = LinksWriter(path)
-    calls: list[int] = []
-    real_write = os.write
-
-    def counting_write(fd: int, data: bytes | memoryview) -> int:
-        calls.append(len(data))
-        return real_write(fd, data)
-
-    monkeypatch.setattr(os, "write", counting_write)
+    calls = count_os_writes()
     n = w.write_rows([row(anchor=str(i)) for i in range(500)])
     w.close()
     assert calls == [n]

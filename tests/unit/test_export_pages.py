@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -110,20 +111,13 @@ def test_iso_utc() -> None:
 
 
 def test_offset_append_and_one_write_per_record(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, count_os_writes: Callable[[], list[int]]
 ) -> None:
     path = tmp_path / "pages.jsonl"
     with PagesWriter(path) as w:
         w.write(record())
     size = path.stat().st_size
-    calls: list[int] = []
-    real_write = os.write
-
-    def counting_write(fd: int, data: bytes | memoryview) -> int:
-        calls.append(len(data))
-        return real_write(fd, data)
-
-    monkeypatch.setattr(os, "write", counting_write)
+    calls = count_os_writes()
     with PagesWriter(path) as w:
         assert w.offset() == size
         n = w.write(record())

@@ -10,7 +10,7 @@ import re
 import subprocess
 import sys
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -298,17 +298,12 @@ def test_each_record_is_its_own_gzip_member(writer: WarcWriter) -> None:
     assert starts == expected_starts  # warcinfo + 3 x (request, response), nothing else
 
 
-def test_one_os_write_per_exchange(writer: WarcWriter, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_one_os_write_per_exchange(
+    writer: WarcWriter, count_os_writes: Callable[[], list[int]]
+) -> None:
     ex = exchanges(2)
     writer.write_exchange(ex[0].url, ex[0].response)  # creates the file (+ warcinfo write)
-    calls: list[int] = []
-    real_write = os.write
-
-    def counting_write(fd: int, data: bytes | memoryview) -> int:
-        calls.append(len(data))
-        return real_write(fd, data)
-
-    monkeypatch.setattr(os, "write", counting_write)
+    calls = count_os_writes()
     before = writer.offset()
     w = writer.write_exchange(ex[1].url, ex[1].response)
     assert calls == [w.length]

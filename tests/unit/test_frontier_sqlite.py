@@ -348,24 +348,30 @@ async def _apply(f: Frontier, ops: list[tuple[Any, ...]]) -> list[object]:
     return out
 
 
+def check_matches_memory_model(ops: list[tuple[Any, ...]]) -> None:
+    """``ops`` applied to a MemoryFrontier and to an in-memory SqliteFrontier (batch size 3)
+    give the same results."""
+
+    async def run() -> tuple[list[object], list[object]]:
+        m = MemoryFrontier(host_concurrency=2, lease_ttl_s=10)
+        s = SqliteFrontier(":memory:", host_concurrency=2, lease_ttl_s=10, batch_size=3)
+        try:
+            return await _apply(m, ops), await _apply(s, ops)
+        finally:
+            await m.aclose()
+            await s.aclose()
+
+    expected, got = asyncio.run(run())
+    assert got == expected
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=st.lists(_op, max_size=60))
 def test_sqlite_matches_memory_model(ops: list[tuple[Any, ...]]) -> None:
     saved = (host_cache_mod._CHUNK, host_cache_mod._CACHE_MAX, seen_mod._HOT_MAX)
     host_cache_mod._CHUNK, host_cache_mod._CACHE_MAX, seen_mod._HOT_MAX = 1, 2, 3
     try:
-
-        async def run() -> tuple[list[object], list[object]]:
-            m = MemoryFrontier(host_concurrency=2, lease_ttl_s=10)
-            s = SqliteFrontier(":memory:", host_concurrency=2, lease_ttl_s=10, batch_size=3)
-            try:
-                return await _apply(m, ops), await _apply(s, ops)
-            finally:
-                await m.aclose()
-                await s.aclose()
-
-        expected, got = asyncio.run(run())
-        assert got == expected
+        check_matches_memory_model(ops)
     finally:
         host_cache_mod._CHUNK, host_cache_mod._CACHE_MAX, seen_mod._HOT_MAX = saved
 

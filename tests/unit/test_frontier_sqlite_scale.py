@@ -3,7 +3,6 @@ URL-seen despite Bloom false positives, and refusing files of the older format."
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -17,9 +16,9 @@ import skitter.frontier.host_cache as host_cache_mod
 import skitter.frontier.seen as seen_mod
 import skitter.frontier.sqlite as sqlite_mod
 from skitter.errors import FrontierError, StateError
-from skitter.frontier import FrontierCounts, MemoryFrontier, SqliteFrontier
+from skitter.frontier import FrontierCounts, SqliteFrontier
 from skitter.models import Hop, Request
-from tests.unit.test_frontier_sqlite import _apply, _op, drain, u
+from tests.unit.test_frontier_sqlite import _op, check_matches_memory_model, drain, u
 
 _V1_SCHEMA = """
 CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;
@@ -157,18 +156,7 @@ def test_sqlite_with_constant_merging_matches_memory_model(ops: list[tuple[Any, 
         sqlite_mod._LEVEL_RATIO,
     ) = (1, 2, 3, 2, 2)
     try:
-
-        async def run() -> tuple[list[object], list[object]]:
-            m = MemoryFrontier(host_concurrency=2, lease_ttl_s=10)
-            s = SqliteFrontier(":memory:", host_concurrency=2, lease_ttl_s=10, batch_size=3)
-            try:
-                return await _apply(m, ops), await _apply(s, ops)
-            finally:
-                await m.aclose()
-                await s.aclose()
-
-        expected, got = asyncio.run(run())
-        assert got == expected
+        check_matches_memory_model(ops)
     finally:
         (
             host_cache_mod._CHUNK,

@@ -31,8 +31,9 @@ from skitter.cli import (
     status,
     worker,
 )
-from skitter.cli.common import Parser, os_error_line, settings_from_args
+from skitter.cli.common import Parser, settings_from_args
 from skitter.cli.config import apply_config
+from skitter.cli.outcome import error_exit
 from skitter.errors import ConfigError
 from skitter.logs import setup_logging
 
@@ -77,12 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "config", None) is not None:
             apply_config(args, sub.choices[args.command], args.config)
         setup_logging(bool(getattr(args, "verbose", False)), getattr(args, "log_file", None))
-    except ConfigError as exc:
-        print(f"skitter: error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        print(os_error_line(exc), file=sys.stderr)
-        return 2
+    except (ConfigError, OSError) as exc:
+        return error_exit(exc)
     try:
         code: int = COMMANDS[args.command].run(args)
     except KeyboardInterrupt:  # a command without its own Ctrl-C handling (graph, merge...)

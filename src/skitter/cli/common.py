@@ -1,11 +1,11 @@
 """Shared pieces of the command line: the one-line-error parser, the flags
 every crawling command takes, and settings built from parsed flags (flag value types:
-:mod:`skitter.cli.flag_types`)."""
+:mod:`skitter.cli.flag_types`; exit codes, summaries and error lines:
+:mod:`skitter.cli.outcome`, re-exported here)."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import sys
 from dataclasses import replace
@@ -26,7 +26,16 @@ from skitter.cli.flag_types import resolve as resolve
 from skitter.cli.flag_types import size as size
 from skitter.cli.flag_types import tcp_port as tcp_port
 from skitter.cli.focus_flags import AutoOr, focus_from_args
-from skitter.errors import ConfigError, OutputError
+from skitter.cli.outcome import EXIT_CODES as EXIT_CODES
+from skitter.cli.outcome import exit_code as exit_code
+from skitter.cli.outcome import finished_report as finished_report
+from skitter.cli.outcome import no_seed_answered as no_seed_answered
+from skitter.cli.outcome import os_error_line as os_error_line
+from skitter.cli.outcome import output_failure_line as output_failure_line
+from skitter.cli.outcome import plural as plural
+from skitter.cli.outcome import summary_lines as summary_lines
+from skitter.cli.outcome import write_stdout as write_stdout
+from skitter.errors import ConfigError
 from skitter.settings import (
     CrawlSettings,
     FetchSettings,
@@ -56,16 +65,6 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-#: The exit codes of the crawling commands, for ``--help`` (README "Exit codes" has the same).
-EXIT_CODES = """exit codes (when several apply, the first listed wins):
-  130  interrupted (Ctrl-C, SIGTERM): resumable with --resume --out DIR
-  2    bad flags, config file, seeds or output folder (one line on stderr)
-  1    the output could not be written (disk full, I/O error: one line naming the
-       file, and the resume command), or a crawler process died; check-links: broken
-       links found
-  4    no seed got any HTTP response (DNS, connect, TLS, timeout, robots.txt
-       unreachable, or every URL refused by robots.txt): nothing could be crawled
-  0    done"""
 def frontier(text: str) -> str:
     """``sqlite``, ``memory`` or a Redis URL (checked when connecting)."""
     if text in ("sqlite", "memory") or text.split("://", 1)[0] in (
@@ -342,7 +341,6 @@ def read_seeds(args: argparse.Namespace) -> list[str]:
         ConfigError: an unreadable seeds file, a bad seed (with its file line number), or a
             seeds file without seeds.
     """
-    import sys
 
     from skitter.seeds import read_seed_lines, seed_url
 
@@ -484,32 +482,6 @@ def check_output_file(target: str) -> None:
         raise ConfigError(f"--output {target}: permission denied")
 
 
-def write_stdout(lines: list[str]) -> OSError | None:
-    """Print ``lines`` (a summary, a report) on stdout. Returns None, or the error when stdout
-    cannot be written (disk full, a closed pipe such as ``| head``); stdout is then pointed at
-    /dev/null so that the interpreter's last flush fails no more."""
-    import os
-
-    try:
-        for line in lines:
-            print(line)
-        sys.stdout.flush()
-    except OSError as exc:
-        with contextlib.suppress(OSError, ValueError):
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            os.close(devnull)
-        return exc
-    return None
-
-
-def os_error_line(exc: OSError) -> str:
-    """The one-line message of an I/O error: "skitter: error: REASON: FILE" (no ": FILE"
-    when the error names none)."""
-    name = getattr(exc, "filename", None)
-    return f"skitter: error: {exc.strerror or exc}" + (f": {name}" if name else "")
-
-
 def add_status_flags(c: argparse.ArgumentParser) -> None:
     """``--status-port`` and ``--status-host`` (the live status page, :mod:`skitter.status`)."""
     g = c.add_argument_group("status")
@@ -525,78 +497,3 @@ def add_status_flags(c: argparse.ArgumentParser) -> None:
         metavar="ADDR",
         help="address of the status server (default 127.0.0.1: this machine only)",
     )
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """``"1 URL"``, ``"2 URLs"`` (thousands separated)."""
-    return f"{n:,} {word if n == 1 else (many or word + 's')}"
-
-
-def no_seed_answered(totals: dict[str, Any]) -> bool:
-    """True when no page of the crawl got an HTTP response: no record has a status. A seed
-    whose every URL robots.txt refused (or whose robots.txt could not be fetched) is not
-    answered: exit code 4, as wget says failure. Every record comes from a seed or a page
-    reached from one, so this is "no seed got any HTTP response".
-
-    Args:
-        totals: report.json ``totals`` (:meth:`skitter.stats.StatsSnapshot.to_dict`).
-    """
-    return sum(int(v) for v in totals.get("by_status", {}).values()) == 0
-
-
-#: Exit codes, most important first (``EXIT_CODES`` explains them).
-EXIT_PRECEDENCE = (130, 2, 1, 4, 0)
-
-
-def exit_code(*codes: int) -> int:
-    """The exit code that wins among ``codes``: 130 > 2 > 1 > 4 > 0."""
-    return min(codes, key=EXIT_PRECEDENCE.index, default=0)
-
-
-def summary_lines(totals: dict[str, Any]) -> list[str]:
-    """The end-of-crawl summary, rendered from report.json ``totals`` only, so that both
-    always say the same (a 2xx record cut off as ``body_too_large`` is counted in ``ok``
-    and in ``errors`` in both)."""
-    by_status = {int(k): int(v) for k, v in totals.get("by_status", {}).items()}
-
-    def band(lo: int) -> int:
-        return sum(n for s, n in by_status.items() if lo <= s < lo + 100)
-
-    errors = totals.get("by_error", {})
-    kinds = ", ".join(f"{k} {n:,}" for k, n in sorted(errors.items()))
-    return [
-        f"{plural(int(totals.get('records', 0)), 'page')}: {int(totals.get('ok', 0)):,} ok "
-        f"(2xx), {plural(band(300), 'redirect')} (3xx), {plural(band(400), 'client error')} "
-        f"(4xx), {plural(band(500), 'server error')} (5xx), "
-        f"{plural(int(totals.get('errors', 0)), 'error')}"
-        + (f" ({kinds})" if kinds else "")
-        + f"; {plural(int(totals.get('robots_disallowed', 0)), 'more URL')} blocked by "
-        f"robots.txt; {float(totals.get('elapsed_s', 0)):,.1f} s = "
-        f"{float(totals.get('pages_per_s', 0)):,.1f} pages/s"
-    ]
-
-
-def output_failure_line(exc: OSError | OutputError, resume: str) -> str:
-    """The one line for an output that could not be written during a crawl: the file, the
-    cause and how to resume, e.g. ``skitter: error: cannot write out/pages.jsonl: No space
-    left on device; resume with: skitter crawl --resume --out out``."""
-    if isinstance(exc, OSError):
-        exc = OutputError.from_os_error(exc)
-    return f"skitter: error: {exc}; resume with: {resume}"
-
-
-def finished_report(out: str) -> dict[str, Any] | None:
-    """report.json of the crawl in ``out`` if that crawl is finished (its frontier ran dry:
-    ``finished`` true, ``stop_reason`` "done"), else None (unfinished, stopped by a limit or
-    a signal, or no readable report)."""
-    import json
-    from pathlib import Path
-
-    try:
-        report = json.loads((Path(out) / "report.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(report, dict):
-        return None
-    done = report.get("finished") is True or report.get("stop_reason") in ("done", "finished")
-    return report if done else None

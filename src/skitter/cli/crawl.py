@@ -17,8 +17,6 @@ from skitter.cli.common import (
     exit_code,
     finished_report,
     no_seed_answered,
-    os_error_line,
-    output_failure_line,
     plural,
     processes,
     settings_from_args,
@@ -26,16 +24,17 @@ from skitter.cli.common import (
     write_stdout,
 )
 from skitter.cli.focus_flags import add_focus_flags
+from skitter.cli.outcome import failure_exit
 from skitter.cli.progress import Progress, run_crawler, run_watched, stats_line
 from skitter.cli.quality_flags import add_quality_flags, quality_from_args
 from skitter.crawler import Crawler
-from skitter.errors import ConfigError, FrontierError, OutputError, SkitterError
+from skitter.errors import ConfigError, SkitterError
 from skitter.export.linkfile import links_name
 from skitter.settings import (
     CrawlSettings,
     is_redis_url,
 )
-from skitter.state import STATE_FILE, check_resume_compatible, load_state
+from skitter.state import check_resume_compatible, load_state
 from skitter.stats import StatsSnapshot
 from skitter.status.session import (
     StatusOptions,
@@ -359,28 +358,12 @@ def run(args: argparse.Namespace) -> int:
         if settings.processes > 1:
             return _crawl_processes(settings, status, getattr(args, "stats_interval", 60.0))
         return asyncio.run(_crawl(settings, status, getattr(args, "stats_interval", 60.0)))
-    except OutputError as exc:
-        print(output_failure_line(exc, _resume_command(args.out)), file=sys.stderr)
-        return 1
-    except FrontierError as exc:  # Redis lost past --redis-wait: the crawl is kept there
-        print(
-            f"skitter: error: {exc}; the crawl stopped; resume with: "
-            f"skitter crawl --resume --out {args.out} (or join it with skitter worker)",
-            file=sys.stderr,
-        )
-        return 1
-    except SkitterError as exc:
-        print(f"skitter: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"interrupted; resume with: skitter crawl --resume --out {args.out}", file=sys.stderr)
-        return 130
-    except OSError as exc:
-        if (Path(args.out) / STATE_FILE).exists():  # the crawl had started: output failed
-            print(output_failure_line(exc, _resume_command(args.out)), file=sys.stderr)
-            return 1
-        print(os_error_line(exc), file=sys.stderr)
-        return 2
+    except (SkitterError, OSError, KeyboardInterrupt) as exc:
+        out = getattr(args, "out", None)  # None: refused before --out was checked
+        resume = _resume_command(str(out))
+        # Redis lost past --redis-wait: the crawl is kept there
+        lost = f"; the crawl stopped; resume with: {resume} (or join it with skitter worker)"
+        return failure_exit(exc, go_on=resume, out=out, lost=lost)
 
 
 def _resume_command(out: str) -> str:

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from skitter.cli.common import add_out_folder_flag, at_least_one, os_error_line, size
+from skitter.cli.common import add_out_folder_flag, at_least_one, size
+from skitter.cli.outcome import error_exit
 from skitter.errors import ConfigError, SkitterError
 
 
@@ -84,12 +85,8 @@ def run(args: argparse.Namespace) -> int:
         )
         result = extract_warcs(args.warcs, args.out, options)
         links = _compress(Path(args.out), args.links_compress)
-    except SkitterError as exc:
-        print(f"skitter: error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        print(os_error_line(exc), file=sys.stderr)
-        return 2
+    except (SkitterError, OSError) as exc:
+        return error_exit(exc)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -15,14 +15,12 @@ from skitter.cli.common import (
     add_out_folder_flag,
     exit_code,
     no_seed_answered,
-    os_error_line,
-    output_failure_line,
     plural,
     settings_from_args,
     write_stdout,
 )
-from skitter.errors import ConfigError, OutputError, SkitterError
-from skitter.state import STATE_FILE
+from skitter.cli.outcome import failure_exit
+from skitter.errors import ConfigError, SkitterError
 
 
 def add_parser(sub: Any) -> None:
@@ -114,23 +112,14 @@ def run(args: argparse.Namespace) -> int:
             settings = replace(settings, seeds=tuple(urls), scope=scope, processes=1)
         settings = replace(settings, extract_links=False)
         return asyncio.run(_fetch(settings))
-    except OutputError as exc:
-        print(output_failure_line(exc, _resume_command(args.out)), file=sys.stderr)
-        return 1
-    except SkitterError as exc:  # the state's resume hint names this command, not crawl
-        msg = str(exc).replace("'skitter crawl --resume ", "'skitter fetch --resume ")
-        print(f"skitter: error: {msg}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"interrupted; resume with: skitter fetch --resume --out {args.out}",
-              file=sys.stderr)  # fmt: skip
-        return 130
-    except OSError as exc:
-        if (Path(args.out) / STATE_FILE).exists():  # the fetch had started: output failed
-            print(output_failure_line(exc, _resume_command(args.out)), file=sys.stderr)
-            return 1
-        print(os_error_line(exc), file=sys.stderr)
-        return 2
+    except (SkitterError, OSError, KeyboardInterrupt) as exc:
+        out = getattr(args, "out", None)  # None: refused before --out was checked
+        return failure_exit(exc, go_on=_resume_command(str(out)), out=out, message=_fetch_message)
+
+
+def _fetch_message(exc: SkitterError) -> str:
+    """The state's resume hint names this command, not crawl."""
+    return str(exc).replace("'skitter crawl --resume ", "'skitter fetch --resume ")
 
 
 def _resume_command(out: str) -> str:

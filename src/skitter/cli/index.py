@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from skitter.cli.common import os_error_line
+from skitter.cli.outcome import error_exit
 from skitter.errors import SkitterError
 
 
@@ -44,10 +44,6 @@ def run(args: argparse.Namespace) -> int:
             res = write_index(path, on_damage=damage)
             skipped += len(res.skipped)
             print(f"{res.path}: {res.lines:,} lines")
-    except SkitterError as exc:
-        print(f"skitter: error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        print(os_error_line(exc), file=sys.stderr)
-        return 2
+    except (SkitterError, OSError) as exc:
+        return error_exit(exc)
     return 1 if skipped and args.strict else 0

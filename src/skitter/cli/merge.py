@@ -4,11 +4,11 @@ links.tsv and report.json, one record per URL (logic: :func:`skitter.merge.merge
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
-from skitter.cli.common import NotAFolderFlag, os_error_line
+from skitter.cli.common import NotAFolderFlag
+from skitter.cli.outcome import error_exit
 from skitter.errors import SkitterError
 
 
@@ -40,12 +40,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         s = merge_folders(args.folders, args.out)
-    except SkitterError as exc:
-        print(f"skitter: error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        print(os_error_line(exc), file=sys.stderr)
-        return 2
+    except (SkitterError, OSError) as exc:
+        return error_exit(exc)
     torn = f"; {s.torn} journal(s) ended in a partial line, left out" if s.torn else ""
     if s.damaged:
         torn += f"; {s.damaged} damaged pages.jsonl line(s) (not a record), left out"

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from skitter.cli.common import add_status_flags, os_error_line, positive_float
+from skitter.cli.common import add_status_flags, positive_float
 from skitter.cli.crawl import _crawl
-from skitter.errors import FrontierError, SkitterError
+from skitter.cli.outcome import failure_exit
+from skitter.errors import SkitterError
 from skitter.settings import redact_url
 from skitter.state import STATE_FILE, settings_from_dict
 from skitter.status.session import StatusOptions
@@ -85,16 +85,6 @@ def run(args: argparse.Namespace) -> int:
         settings = asyncio.run(_settings(args))
         stats_interval_s = getattr(args, "stats_interval", 60.0)
         return asyncio.run(_crawl(settings, StatusOptions.from_args(args), stats_interval_s))
-    except FrontierError as exc:
-        print(f"skitter: error: {exc}", file=sys.stderr)
-        print(f"the worker stopped; the crawl is kept in Redis: {hint}", file=sys.stderr)
-        return 1
-    except SkitterError as exc:
-        print(f"skitter: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"interrupted; go on with: {hint}", file=sys.stderr)
-        return 130
-    except OSError as exc:
-        print(os_error_line(exc), file=sys.stderr)
-        return 2
+    except (SkitterError, OSError, KeyboardInterrupt) as exc:
+        lost = f"\nthe worker stopped; the crawl is kept in Redis: {hint}"
+        return failure_exit(exc, go_on=hint, lost=lost, verb="go on with")

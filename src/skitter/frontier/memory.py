@@ -183,27 +183,15 @@ class MemoryFrontier(_CoreFrontier):
         etag: str | None = None,
         last_modified: str | None = None,
     ) -> None:
-        """See :meth:`skitter.frontier.base.Frontier.ack`.
-
-        Raises:
-            FrontierError: stale or unknown token.
-        """
+        """See :meth:`skitter.frontier.base.Frontier.ack`."""
         self._ack(lease, not_before, status, etag, last_modified)
 
     async def retry(self, lease: Lease, *, not_before: float, count_attempt: bool = True) -> None:
-        """See :meth:`skitter.frontier.base.Frontier.retry`.
-
-        Raises:
-            FrontierError: stale or unknown token.
-        """
+        """See :meth:`skitter.frontier.base.Frontier.retry`."""
         self._retry(lease, not_before, count_attempt)
 
     async def renew(self, lease: Lease, now: float) -> Lease:
-        """See :meth:`skitter.frontier.base.Frontier.renew`.
-
-        Raises:
-            FrontierError: stale or unknown token.
-        """
+        """See :meth:`skitter.frontier.base.Frontier.renew`."""
         return self._renew(lease, now)
 
     async def delay_host(self, host: str, not_before: float) -> None:

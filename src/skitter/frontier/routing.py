@@ -22,8 +22,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from skitter.frontier.base import AddResult, Frontier, FrontierCounts
-from skitter.models import Lease, Request
+from skitter.frontier.base import AddResult, Frontier
+from skitter.frontier.forwarding import ForwardingFrontier
+from skitter.models import Request
 
 __all__ = ["Meta", "Outgoing", "Router", "RoutingFrontier", "add_routed"]
 
@@ -55,7 +56,7 @@ class Router(Protocol):
         """
 
 
-class RoutingFrontier:
+class RoutingFrontier(ForwardingFrontier):
     """The local frontier of process ``router.index``, routing other processes' hosts away.
 
     Args:
@@ -65,9 +66,19 @@ class RoutingFrontier:
     :meth:`add`'s :class:`AddResult` counts a handed-off request as added (the owner's
     URL-seen test decides there) and lists its URL in ``added_urls``; only local requests can
     be duplicates. With one process owning every host, it is exactly the local frontier.
+
+    Every other call is the local frontier's (:class:`ForwardingFrontier`, ``inner`` =
+    ``local``): :meth:`delay_host` (hosts leased here are ours); :meth:`is_finished` says
+    whether the local frontier is (whether the crawl is: the peers say,
+    :meth:`skitter.peers.Peers.dry`); :meth:`mark_done` reconciles this process's own journal;
+    :meth:`note_inlinks` ignores a target another process owns (its owner counts the link when
+    it admits the handed-over request, :class:`skitter.shard_peers.ShardPeers`); :meth:`flush`
+    flushes the local frontier (hand-offs are durable when :meth:`add` returns);
+    :meth:`aclose` closes the local frontier (the router is closed by its owner).
     """
 
     def __init__(self, local: Frontier, router: Router) -> None:
+        super().__init__(local)
         self.local = local
         self.router = router
 
@@ -110,72 +121,6 @@ class RoutingFrontier:
             return AddResult(n_away, 0, frozenset(handed))
         res = await self.local.add(local, force=force)
         return AddResult(res.added + n_away, res.duplicates, frozenset(handed | res.added_urls))
-
-    async def lease(self, now: float) -> Lease | None:
-        """:meth:`Frontier.lease` of the local frontier."""
-        return await self.local.lease(now)
-
-    async def ack(
-        self,
-        lease: Lease,
-        *,
-        not_before: float,
-        status: int | None = None,
-        etag: str | None = None,
-        last_modified: str | None = None,
-    ) -> None:
-        """:meth:`Frontier.ack` of the local frontier."""
-        await self.local.ack(
-            lease, not_before=not_before, status=status, etag=etag, last_modified=last_modified
-        )
-
-    async def retry(self, lease: Lease, *, not_before: float, count_attempt: bool = True) -> None:
-        """:meth:`Frontier.retry` of the local frontier."""
-        await self.local.retry(lease, not_before=not_before, count_attempt=count_attempt)
-
-    async def release(self, lease: Lease, *, not_before: float) -> None:
-        """:meth:`Frontier.release` of the local frontier."""
-        await self.local.release(lease, not_before=not_before)
-
-    async def renew(self, lease: Lease, now: float) -> Lease:
-        """:meth:`Frontier.renew` of the local frontier."""
-        return await self.local.renew(lease, now)
-
-    async def delay_host(self, host: str, not_before: float) -> None:
-        """:meth:`Frontier.delay_host` of the local frontier (hosts leased here are ours)."""
-        await self.local.delay_host(host, not_before)
-
-    async def next_ready_at(self) -> float | None:
-        """:meth:`Frontier.next_ready_at` of the local frontier."""
-        return await self.local.next_ready_at()
-
-    async def is_finished(self) -> bool:
-        """The local frontier is finished (whether the crawl is: the peers say,
-        :meth:`skitter.peers.Peers.dry`)."""
-        return await self.local.is_finished()
-
-    async def mark_done(self, urls: Sequence[str]) -> None:
-        """:meth:`Frontier.mark_done` of the local frontier (resume reconciliation of this
-        process's own journal)."""
-        await self.local.mark_done(urls)
-
-    async def note_inlinks(self, links: Sequence[tuple[str, str]]) -> int:
-        """:meth:`Frontier.note_inlinks` of the local frontier: a target another process
-        owns is unknown here and ignored; its owner counts the link when it admits the
-        handed-over request (:class:`skitter.shard_peers.ShardPeers`)."""
-        return await self.local.note_inlinks(links)
-
-    async def counts(self) -> FrontierCounts:
-        """The local frontier's counts."""
-        return await self.local.counts()
-
-    async def flush(self) -> None:
-        """Flush the local frontier (hand-offs are durable when :meth:`add` returns)."""
-        await self.local.flush()
-
-    async def aclose(self) -> None:
-        """Close the local frontier (the router is closed by its owner)."""
-        await self.local.aclose()
 
 
 async def add_routed(

@@ -25,15 +25,14 @@ the same pages writes:
   (also one line on stderr each).
 
 Files are read by up to ``jobs`` processes (one file per task); each writes part files that
-are concatenated at the end, so output order is file order. Memory per process: one record
-(at most ``max_body_bytes`` of its body) plus the reader's buffer.
+are concatenated at the end, so output order is file order (then the revisits). What is written
+per page: :mod:`skitter.offline.page_rows`; revisits: :mod:`skitter.offline.revisits`. Memory
+per process: one record (at most ``max_body_bytes`` of its body) plus the reader's buffer.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import os
 import re
 import shutil
@@ -42,29 +41,30 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from skitter import urls
 from skitter.errors import ConfigError
-from skitter.export.links import HEADER, format_rows, unescape
-from skitter.export.pages import PAGE_KEYS
-from skitter.links import extract as extract_links
-from skitter.offline.payload import HttpPayload, payload_of
-from skitter.offline.reader import Damage, Record, WarcReader
+from skitter.export.links import HEADER, unescape
+from skitter.offline.page_rows import (
+    MEMO_SIZE,
+    LinkDecider,
+    PageCounts,
+    PageWriter,
+    PartCounts,
+)
+from skitter.offline.payload import payload_of
+from skitter.offline.reader import Damage, WarcReader
+from skitter.offline.revisits import defer_revisit, note_original, part_file, resolve_revisits
 from skitter.rules import Decision, ScopeRule
 from skitter.settings import ScopeSettings
 from skitter.state import CHECKPOINT_FILE, FRONTIER_FILE, STATE_FILE, atomic_write_json
-from skitter.traps import TrapGuard
 
 __all__ = ["ExtractOptions", "ExtractResult", "check_warc", "extract_warcs"]
 
-_HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})  # as the crawler's
 _PAGE_TYPES = frozenset({"response", "resource", "revisit"})
-_MEMO_SIZE = 1 << 17
 _AUTHORITY_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([^/?#]*)")
 _POST_HOC = frozenset({Decision.QUEUED.value, Decision.NOFOLLOW.value, Decision.TRAP.value})
 
@@ -90,19 +90,14 @@ class ExtractOptions:
 
 
 @dataclass(slots=True)
-class ExtractResult:
-    """What :func:`extract_warcs` did (also written to report.json, see :meth:`to_dict`)."""
+class ExtractResult(PageCounts):
+    """What :func:`extract_warcs` did (also written to report.json, see :meth:`to_dict`):
+    the summed :class:`~skitter.offline.page_rows.PageCounts`, the files read, the revisits
+    resolved or not, and the time taken (seconds)."""
 
     files: int = 0
-    records: int = 0
-    pages: int = 0
-    links: int = 0
-    bytes_read: int = 0
     revisits_resolved: int = 0
     revisits_unresolved: int = 0
-    decisions: Counter[str] = field(default_factory=Counter)
-    statuses: Counter[str] = field(default_factory=Counter)
-    skipped: list[dict[str, Any]] = field(default_factory=list)
     elapsed_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
@@ -142,156 +137,6 @@ def check_warc(path: str) -> None:
         raise ConfigError(f"{path}: not a WARC file (neither gzip nor starting 'WARC/')")
 
 
-def warc_date_iso(value: str) -> str:
-    """A ``WARC-Date`` (W3C-ISO8601, WARC 1.1 §5.4) as pages.jsonl writes times
-    (``2024-05-01T12:00:00.123Z``); the value as is when it does not parse."""
-    try:
-        dt = datetime.fromisoformat(value.strip())
-    except ValueError:
-        return value
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    dt = dt.astimezone(UTC)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
-
-
-def _media_type(ct: str | None) -> str | None:
-    if not ct:
-        return None
-    mt = ct.split(";", 1)[0].strip().lower()
-    return mt or None
-
-
-def _is_html(ct: str | None, body: bytes) -> bool:
-    if ct is not None:
-        return ct in _HTML_TYPES
-    head = body[:512].lstrip().lower()
-    return head.startswith((b"<!doctype html", b"<html", b"<head", b"<body"))
-
-
-def _json_line(obj: dict[str, Any]) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
-
-
-class _Decider:
-    """The stateless link rules (see the module doc)."""
-
-    def __init__(self, options: ExtractOptions) -> None:
-        settings = replace(
-            options.scope,
-            max_depth=None,
-            max_links_per_page=None,
-            max_seed_links=None,
-            max_query_variants_per_path=None,
-            max_pages_per_host=None,
-        )
-        if not options.seeds:
-            settings = replace(settings, scope="any")  # scope decided at the end (post hoc)
-        self.rule = ScopeRule(settings, options.seeds)
-        self.traps = TrapGuard(settings)
-
-        # pages repeat their navigation links: decisions are pure, remember the recent ones
-        self._memo: dict[tuple[str | None, bool], tuple[str, str | None]] = {}
-
-    def decide(self, url: str | None, nofollow: bool) -> tuple[str, str | None]:
-        key = (url, nofollow)
-        got = self._memo.get(key)
-        if got is not None:
-            return got
-        decision, canon = self.rule.decide(
-            url, depth=1, nofollow=nofollow, index=0, is_seed_page=False
-        )
-        got = (decision.value, canon)
-        if decision is Decision.QUEUED and canon is not None:
-            trap = self.traps.admit(canon)
-            if trap is not None:
-                got = (trap.decision.value, canon)
-        if len(self._memo) >= _MEMO_SIZE:
-            self._memo.clear()
-        self._memo[key] = got
-        return got
-
-
-@dataclass(slots=True)
-class _FileOut:
-    """What one worker returns for one file."""
-
-    records: int = 0
-    pages: int = 0
-    links: int = 0
-    bytes_read: int = 0
-    decisions: Counter[str] = field(default_factory=Counter)
-    statuses: Counter[str] = field(default_factory=Counter)
-    skipped: list[dict[str, Any]] = field(default_factory=list)
-    hosts: dict[str, str] = field(default_factory=dict)
-
-
-def _page_rows(
-    url: str, p: HttpPayload, decider: _Decider, bot_token: str | None
-) -> list[list[Any]]:
-    rows: list[list[Any]] = []
-    status = p.status
-    if status is not None and 300 <= status < 400:
-        loc = (p.header("location") or "").strip()
-        if loc:
-            target = urls.join(url, loc)
-            dec, canon = decider.decide(target, False)
-            frag = target.partition("#")[2] if target else ""
-            rows.append([url, canon or loc, frag, "", "redirect", False, dec])
-        return rows
-    ct = _media_type(p.content_type)
-    if not p.body or not _is_html(ct, p.body):
-        return rows
-    page = extract_links(
-        p.body, url, p.content_type, p.headers.get("x-robots-tag", []), bot_token=bot_token
-    )
-    for link in page.links:
-        nofollow = link.nofollow or page.nofollow
-        dec, canon = decider.decide(link.url, nofollow)
-        if link.url is not None:
-            target_nofrag, _, fragment = link.url.partition("#")
-        else:
-            target_nofrag, fragment = link.raw, ""
-        rows.append(
-            [
-                url,
-                canon if canon is not None else target_nofrag,
-                fragment,
-                link.anchor,
-                link.kind,
-                nofollow,
-                dec,
-            ]
-        )
-    return rows
-
-
-def _page_line(url: str, date: str, p: HttpPayload) -> dict[str, Any]:
-    error = "truncated" if p.truncated else None
-    details = []
-    if p.truncated:
-        details.append(f"WARC-Truncated: {p.truncated}")
-    if p.note:
-        details.append(p.note)
-    obj: dict[str, Any] = {
-        "url": url,
-        "final_url": url,
-        "status": p.status,
-        "depth": None,
-        "content_type": _media_type(p.content_type),
-        "bytes": len(p.body),
-        "sha1": hashlib.sha1(p.body).hexdigest() if p.body else None,
-        "fetched_at": warc_date_iso(date),
-        "elapsed_s": None,
-        "attempts": None,
-        "redirects": [],
-        "error": error,
-        "error_detail": "; ".join(details) or None,
-    }
-    assert tuple(obj) == PAGE_KEYS
-    return obj
-
-
 def _keep_for(headers: dict[str, str], max_body: int) -> int:
     return max_body + 65536 if headers.get("warc-type", "").lower() in _PAGE_TYPES else 0
 
@@ -300,12 +145,14 @@ def _http_url(uri: str) -> bool:
     return uri[:7].lower() == "http://" or uri[:8].lower() == "https://"
 
 
-def _work(args: tuple[int, str, str, ExtractOptions]) -> _FileOut:
+def _decider(options: ExtractOptions) -> LinkDecider:
+    return LinkDecider(options.scope, options.seeds)
+
+
+def _work(args: tuple[int, str, str, ExtractOptions]) -> PartCounts:
     """Extract one WARC file into part files ``{index}.*`` of ``part_dir``."""
     index, path, part_dir, options = args
-    out = _FileOut()
-    decider = _Decider(options)
-    base = os.path.join(part_dir, f"{index:06d}")
+    out = PartCounts()
 
     def damage(d: Damage) -> None:
         out.skipped.append({"file": path, "offset": d.offset, "reason": d.reason})
@@ -314,11 +161,12 @@ def _work(args: tuple[int, str, str, ExtractOptions]) -> _FileOut:
     max_body = options.max_body_bytes
     with (
         open(path, "rb") as f,
-        open(base + ".links", "w", encoding="utf-8", errors="replace") as links_f,
-        open(base + ".pages", "w", encoding="utf-8", errors="replace") as pages_f,
-        open(base + ".keys", "w", encoding="utf-8") as keys_f,
-        open(base + ".revisits", "w", encoding="utf-8") as rev_f,
+        open(part_file(part_dir, index, "links"), "w", encoding="utf-8", errors="replace") as lf,
+        open(part_file(part_dir, index, "pages"), "w", encoding="utf-8", errors="replace") as pf,
+        open(part_file(part_dir, index, "keys"), "w", encoding="utf-8") as keys_f,
+        open(part_file(part_dir, index, "revisits"), "w", encoding="utf-8") as rev_f,
     ):
+        writer = PageWriter(_decider(options), options.bot_token, lf, pf, out)
         reader = WarcReader(f, damage, keep_bytes=lambda h: _keep_for(h, max_body))
         for rec in reader:
             out.records += 1
@@ -329,143 +177,19 @@ def _work(args: tuple[int, str, str, ExtractOptions]) -> _FileOut:
             if not _http_url(url):
                 continue
             if rtype == "revisit":
-                _defer_revisit(rec, url, path, rev_f)
+                defer_revisit(rec, url, path, rev_f)
                 continue
             p = payload_of(rec, max_body_bytes=max_body)
             if p is None:
                 continue
-            loc = f"{rec.offset}\t{rec.inner}\n"
-            rid = rec.headers.get("warc-record-id")
-            if rid:
-                keys_f.write(f"{rid}\t{index}\t{loc}")
-            digest = rec.headers.get("warc-payload-digest")
-            if digest:
-                keys_f.write(f"{digest}\t{index}\t{loc}")
-            _emit(out, url, rec.headers.get("warc-date", ""), p, decider, options, links_f, pages_f)
+            note_original(rec, index, keys_f)
+            writer.emit(url, rec.headers.get("warc-date", ""), p)
         out.bytes_read = f.tell()
     return out
 
 
-def _emit(
-    out: _FileOut,
-    url: str,
-    date: str,
-    p: HttpPayload,
-    decider: _Decider,
-    options: ExtractOptions,
-    links_f: Any,
-    pages_f: Any,
-) -> None:
-    rows = _page_rows(url, p, decider, options.bot_token)
-    if rows:
-        links_f.write(format_rows(rows))
-        out.links += len(rows)
-        out.decisions.update(r[6] for r in rows)
-    pages_f.write(_json_line(_page_line(url, date, p)))
-    out.pages += 1
-    out.statuses[str(p.status) if p.status is not None else "none"] += 1
-    try:
-        hk = urls.host_key(url)
-    except ValueError:
-        return
-    out.hosts.setdefault(hk, url)
-
-
-def _defer_revisit(rec: Record, url: str, path: str, rev_f: Any) -> None:
-    """A revisit is completed at the end, once every file's originals are known."""
-    p = payload_of(rec, max_body_bytes=0)
-    obj = {
-        "url": url,
-        "date": rec.headers.get("warc-date", ""),
-        "refers_to": rec.headers.get("warc-refers-to", ""),
-        "digest": rec.headers.get("warc-payload-digest", ""),
-        "status": p.status if p is not None else None,
-        "headers": p.headers if p is not None else {},
-        "truncated": rec.headers.get("warc-truncated"),
-        "file": path,
-        "offset": rec.offset,
-    }
-    rev_f.write(json.dumps(obj) + "\n")
-
-
-def _read_at(path: str, offset: int, inner: int, keep: int) -> Record | None:
-    """The record at (member ``offset``, ``inner`` decompressed bytes into it), or None."""
-    with open(path, "rb") as f:
-        f.seek(offset)
-        reader = WarcReader(f, lambda d: None, keep_bytes=keep)
-        reader.skip(inner)
-        for rec in reader:
-            return rec
-    return None
-
-
-def _resolve_revisits(
-    paths: Sequence[str],
-    part_dir: str,
-    options: ExtractOptions,
-    result: ExtractResult,
-    links_f: Any,
-    pages_f: Any,
-    hosts: dict[str, str],
-) -> None:
-    rev_files = [os.path.join(part_dir, f"{i:06d}.revisits") for i in range(len(paths))]
-    wanted: set[str] = set()
-    for rf in rev_files:
-        with open(rf, encoding="utf-8") as f:
-            for line in f:
-                obj = json.loads(line)
-                wanted.update(k for k in (obj["refers_to"], obj["digest"]) if k)
-    if not wanted:
-        return
-    where: dict[str, tuple[int, int, int]] = {}
-    for i in range(len(paths)):
-        with open(os.path.join(part_dir, f"{i:06d}.keys"), encoding="utf-8") as f:
-            for line in f:
-                key, idx, off, inner = line.rstrip("\n").split("\t")
-                if key in wanted and key not in where:
-                    where[key] = (int(idx), int(off), int(inner))
-    decider = _Decider(options)
-    out = _FileOut()
-    for rf in rev_files:
-        with open(rf, encoding="utf-8") as f:
-            for line in f:
-                obj = json.loads(line)
-                loc = where.get(obj["refers_to"]) or where.get(obj["digest"])
-                orig = None
-                if loc is not None:
-                    orig = _read_at(paths[loc[0]], loc[1], loc[2], options.max_body_bytes + 65536)
-                op = payload_of(orig, max_body_bytes=options.max_body_bytes) if orig else None
-                if op is None:
-                    result.revisits_unresolved += 1
-                    p = HttpPayload(status=obj["status"], headers=obj["headers"])
-                    p.note = "revisit: the record it refers to is not in these files"
-                else:
-                    result.revisits_resolved += 1
-                    headers = obj["headers"] or op.headers
-                    ct = headers.get("content-type") or (
-                        [op.content_type] if op.content_type else []
-                    )
-                    p = HttpPayload(
-                        status=obj["status"] if obj["status"] is not None else op.status,
-                        headers=headers,
-                        body=op.body,
-                        stored=op.stored,
-                        content_type=ct[0] if ct else None,
-                        truncated=obj["truncated"] or op.truncated,
-                        note=op.note,
-                    )
-                _emit(out, obj["url"], obj["date"], p, decider, options, links_f, pages_f)
-    _add(result, out, hosts)
-
-
-def _add(result: ExtractResult, out: _FileOut, hosts: dict[str, str]) -> None:
-    result.records += out.records
-    result.pages += out.pages
-    result.links += out.links
-    result.bytes_read += out.bytes_read
-    result.decisions.update(out.decisions)
-    result.statuses.update(out.statuses)
-    result.skipped.extend(out.skipped)
+def _add(result: ExtractResult, out: PartCounts, hosts: dict[str, str]) -> None:
+    result.add(out)
     for hk, url in out.hosts.items():
         hosts.setdefault(hk, url)
 
@@ -487,7 +211,7 @@ def _scope_test(rule: ScopeRule, settings: ScopeSettings) -> Callable[[str], boo
         got = memo.get(auth)
         if got is None:
             got = memo[auth] = rule.in_scope(url)
-            if len(memo) > _MEMO_SIZE:
+            if len(memo) > MEMO_SIZE:
                 memo.clear()
         return got
 
@@ -510,6 +234,29 @@ def _copy_links(
                 fields[6] = Decision.SCOPE.value
                 line = "\t".join(fields) + "\n"
             dst.write(line)
+
+
+def _resolve(
+    paths: Sequence[str],
+    part_dir: str,
+    options: ExtractOptions,
+    result: ExtractResult,
+    hosts: dict[str, str],
+) -> None:
+    """Complete the revisits of all files into their own part (copied after every file's);
+    count them in ``result``."""
+    counts = PartCounts()
+    with (
+        open(part_file(part_dir, None, "links"), "w", encoding="utf-8", errors="replace") as lf,
+        open(part_file(part_dir, None, "pages"), "w", encoding="utf-8", errors="replace") as pf,
+    ):
+        writer = PageWriter(_decider(options), options.bot_token, lf, pf, counts)
+        resolved, unresolved = resolve_revisits(
+            paths, part_dir, options.max_body_bytes, writer.emit
+        )
+    result.revisits_resolved += resolved
+    result.revisits_unresolved += unresolved
+    _add(result, counts, hosts)
 
 
 #: files of a crawl's (or merge's) folder: extract refuses to write its outputs over them.
@@ -545,7 +292,7 @@ def extract_warcs(
         if real in given:  # read twice, its pages and links would be written twice
             raise ConfigError(f"{p}: WARC file given twice")
         given.add(real)
-    _Decider(options)  # invalid scope settings fail here, before any work
+    _decider(options)  # invalid scope settings fail here, before any work
     out = Path(out_dir)
     held = [n for n in _CRAWL_STATE if (out / n).exists()]
     if held:  # its pages.jsonl, links.tsv and report.json would be replaced
@@ -573,23 +320,15 @@ def extract_warcs(
             open(pages_tmp, "w", encoding="utf-8", errors="replace") as pages_f,
         ):
             links_f.write(HEADER + "\n")
-            rev_links = part_dir / "revisits.links"
-            rev_pages = part_dir / "revisits.pages"
-            with (
-                open(rev_links, "w", encoding="utf-8", errors="replace") as rl,
-                open(rev_pages, "w", encoding="utf-8", errors="replace") as rp,
-            ):
-                _resolve_revisits(paths, str(part_dir), options, result, rl, rp, hosts)
+            parts = str(part_dir)
+            _resolve(paths, parts, options, result, hosts)
             rescope: Callable[[str], bool] | None = None
             if not options.seeds:
                 rescope = _scope_test(ScopeRule(options.scope, list(hosts.values())), options.scope)
-            for i in range(len(paths)):
-                _copy_links(str(part_dir / f"{i:06d}.links"), links_f, rescope, result.decisions)
-                with open(part_dir / f"{i:06d}.pages", encoding="utf-8", errors="replace") as pf:
+            for i in [*range(len(paths)), None]:
+                _copy_links(part_file(parts, i, "links"), links_f, rescope, result.decisions)
+                with open(part_file(parts, i, "pages"), encoding="utf-8", errors="replace") as pf:
                     shutil.copyfileobj(pf, pages_f, 1 << 20)
-            _copy_links(str(rev_links), links_f, rescope, result.decisions)
-            with open(rev_pages, encoding="utf-8", errors="replace") as pf:
-                shutil.copyfileobj(pf, pages_f, 1 << 20)
         result.decisions = +result.decisions
         os.replace(links_tmp, out / "links.tsv")
         os.replace(pages_tmp, out / "pages.jsonl")

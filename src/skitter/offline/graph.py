@@ -204,14 +204,9 @@ def pagerank(g: Graph) -> npt.NDArray[np.float64]:
     return r
 
 
-def write_edgelist(g: Graph, out: IO[str]) -> None:
-    """Tab-separated edges with a header ``source target kind nofollow count anchor``
-    (fields escaped as in links.tsv)."""
-    from skitter.export.links import escape
-
-    out.write("source\ttarget\tkind\tnofollow\tcount\tanchor\n")
-    nodes, kinds = g.nodes, g.kinds
-    for s, d, k, nf, c, a in zip(
+def _edges(g: Graph) -> Iterator[tuple[int, int, int, bool, int, str]]:
+    """``(source id, target id, kind id, nofollow, count, anchor)`` of each edge, in order."""
+    return zip(
         g.src.tolist(),
         g.dst.tolist(),
         g.kind.tolist(),
@@ -219,7 +214,17 @@ def write_edgelist(g: Graph, out: IO[str]) -> None:
         g.count.tolist(),
         g.anchor,
         strict=True,
-    ):
+    )
+
+
+def write_edgelist(g: Graph, out: IO[str]) -> None:
+    """Tab-separated edges with a header ``source target kind nofollow count anchor``
+    (fields escaped as in links.tsv)."""
+    from skitter.export.links import escape
+
+    out.write("source\ttarget\tkind\tnofollow\tcount\tanchor\n")
+    nodes, kinds = g.nodes, g.kinds
+    for s, d, k, nf, c, a in _edges(g):
         out.write(
             f"{escape(nodes[s])}\t{escape(nodes[d])}\t{kinds[k]}\t{int(nf)}\t{c}\t{escape(a)}\n"
         )
@@ -261,15 +266,7 @@ def write_graphml(g: Graph, out: IO[str]) -> None:
         pr = f'<data key="pagerank">{rank[i]:.9e}</data>' if rank is not None else ""
         out.write(f'<node id="n{i}"><data key="name">{_xml(name)}</data>{pr}</node>\n')
     kinds = g.kinds
-    for s, d, k, nf, c, a in zip(
-        g.src.tolist(),
-        g.dst.tolist(),
-        g.kind.tolist(),
-        g.nofollow.tolist(),
-        g.count.tolist(),
-        g.anchor,
-        strict=True,
-    ):
+    for s, d, k, nf, c, a in _edges(g):
         anchor = f'<data key="anchor">{_xml(a)}</data>' if a else ""
         out.write(
             f'<edge source="n{s}" target="n{d}"><data key="kind">{_xml(kinds[k])}</data>'
