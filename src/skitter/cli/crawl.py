@@ -339,6 +339,7 @@ def run(args: argparse.Namespace) -> int:
 
             check_root(settings.focus.save_files)
         from skitter.rules import ScopeRule
+        from skitter.runtime import tune_gc
         from skitter.urls import canonicalize
 
         ScopeRule(settings.scope, [u for u in map(canonicalize, settings.seeds) if u])
@@ -349,6 +350,7 @@ def run(args: argparse.Namespace) -> int:
             return asyncio.run(_crawl_levels(settings))
         if settings.processes > 1:
             return _crawl_processes(settings, status, getattr(args, "stats_interval", 60.0))
+        tune_gc()
         return asyncio.run(_crawl(settings, status, getattr(args, "stats_interval", 60.0)))
     except OutputError as exc:
         print(output_failure_line(exc, _resume_command(args.out)), file=sys.stderr)
