@@ -510,6 +510,22 @@ def test_gzip_member_round_trips(stored: int) -> None:
     assert gzip.decompress(member) == data
 
 
+@pytest.mark.parametrize("stored", [65535, 65536, 65539, 131070, 131071, 200004])
+def test_gzip_member_stored_tail_of_several_blocks(stored: int) -> None:
+    """A stored tail past one stored block's 65,535 bytes (RFC 1951 §3.2.4) is split into
+    blocks, the last one final: the member inflates to the same bytes, with nothing after."""
+    from skitter.export.warc import _gzip_member
+
+    data = b"WARC/1.1\r\n" + b"header: value\r\n" * 50 + os.urandom(200_000) + b"\r\n\r\n"
+    member = _gzip_member(data, 6, stored)
+    d = zlib.decompressobj(wbits=31)
+    assert d.decompress(member) == data
+    assert d.eof and d.unused_data == b""
+    assert gzip.decompress(member) == data
+    # random bytes: stored or deflated, the member is barely larger than the data
+    assert len(member) < len(data) + 1000
+
+
 def _fixed_ids(monkeypatch: pytest.MonkeyPatch) -> None:
     import itertools
     import uuid
