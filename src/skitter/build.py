@@ -246,6 +246,7 @@ async def build_components(
             prefix=warc_prefix,
             is_part_of="skitter",
             max_bytes=settings.warc_max_bytes,
+            compression_level=settings.warc_level,
             software=f"Skitter/{__version__}",
             on_file_done=indexer,
             on_record=indexer.on_record,

@@ -66,6 +66,8 @@ EXIT_CODES = """exit codes (when several apply, the first listed wins):
   4    no seed got any HTTP response (DNS, connect, TLS, timeout, robots.txt
        unreachable, or every URL refused by robots.txt): nothing could be crawled
   0    done"""
+
+
 def frontier(text: str) -> str:
     """``sqlite``, ``memory`` or a Redis URL (checked when connecting)."""
     if text in ("sqlite", "memory") or text.split("://", 1)[0] in (
@@ -417,6 +419,7 @@ def settings_from_args(
         max_pages=pick("max_pages", b.max_pages),
         warc=not a["no_warc"] if "no_warc" in given else b.warc,
         warc_max_bytes=b.warc_max_bytes,
+        warc_level=pick("warc_level", b.warc_level),
         quiet=pick("quiet", False),
         resume=bool(a.get("resume", False)),
         check_links=b.check_links,

@@ -25,6 +25,7 @@ from skitter.cli.common import (
     summary_lines,
     write_stdout,
 )
+from skitter.cli.flag_types import warc_level
 from skitter.cli.focus_flags import add_focus_flags
 from skitter.cli.progress import Progress, run_crawler, run_watched, stats_line
 from skitter.cli.quality_flags import add_quality_flags, quality_from_args
@@ -88,6 +89,13 @@ def add_parser(sub: Any) -> None:
     add_focus_flags(c)
     add_status_flags(c)
     out.add_argument("--no-warc", action="store_true", help="do not write WARC files")
+    out.add_argument(
+        "--warc-level",
+        type=warc_level,
+        metavar="N",
+        help="gzip level of the WARC records, 1-9 (default 6); 1-3 use ISA-L: about a tenth "
+        "of the CPU of 6 on pages served uncompressed, for files about 20%% larger",
+    )
     out.add_argument(
         "--processes",
         type=processes,
