@@ -239,14 +239,17 @@ async def build_components(
         if f.timeout_auto
         else None
     )
+    indexer = CrawlIndexer()
     warc = (
         WarcWriter(
             str(warc_dir or out_dir),
             prefix=warc_prefix,
             is_part_of="skitter",
             max_bytes=settings.warc_max_bytes,
+            compression_level=settings.warc_level,
             software=f"Skitter/{__version__}",
-            on_file_done=CrawlIndexer(),
+            on_file_done=indexer,
+            on_record=indexer.on_record,
         )
         if settings.warc
         else None

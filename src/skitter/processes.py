@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-import gc
 import logging
 import multiprocessing
 import os
@@ -42,6 +41,7 @@ from skitter.autotune import share_memory
 from skitter.errors import OutputError, SkitterError, StateError
 from skitter.logs import set_process_index
 from skitter.merge import MERGE_FILE, Merger, merged_report, merged_stats
+from skitter.runtime import tune_gc
 from skitter.settings import CrawlSettings
 from skitter.sharding import SHARDS_DIR, IpSlots, PageBudget, ShardLink, shard_dir
 from skitter.state import (
@@ -146,7 +146,7 @@ def _worker_main(
     """Body of crawler process ``index`` (started by fork): crawl its shard, then send
     ``("done", {...})`` or ``("error", message, exit_code)`` and exit."""
     _die_with_parent()
-    gc.freeze()  # what the fork inherited is long-lived: keep it out of every collection
+    tune_gc()  # what the fork inherited is long-lived: keep it out of every collection
     # the coordinator handles signals and tells each process what to do
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)

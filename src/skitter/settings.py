@@ -363,6 +363,8 @@ class CrawlSettings:
         warc_max_bytes: rotate WARC files at this size (bytes).
         links_compress: ``"none"`` (links.tsv) or ``"zstd"`` (links.tsv.zst, one zstd frame
             per checkpoint: :mod:`skitter.export.linkfile`); fixed for the life of a crawl.
+        warc_level: gzip level 1-9 of the WARC records; 1-3 are ISA-L's deflate (about a
+            tenth of level 6's CPU on HTML served uncompressed, files ≈ 17-23% larger).
         quiet: no progress display.
         resume: continue the crawl stored in ``out_dir``.
         check_links: link-checking mode (``skitter check-links``, :mod:`skitter.checklinks`):
@@ -410,6 +412,7 @@ class CrawlSettings:
     warc: bool = True
     warc_max_bytes: int = 1024**3
     links_compress: str = "none"
+    warc_level: int = 6
     quiet: bool = False
     resume: bool = False
     check_links: bool = False
@@ -451,6 +454,9 @@ class CrawlSettings:
         _number(o, "max_pages", self.max_pages, low=1, whole=True, optional=True)
         _number(o, "max_time_s", self.max_time_s, strict=True, optional=True)
         _number(o, "warc_max_bytes", self.warc_max_bytes, low=1, whole=True)
+        _number(o, "warc_level", self.warc_level, low=1, whole=True)
+        if self.warc_level > 9:
+            raise ConfigError(f"{o}.warc_level must be a gzip level 1 .. 9, got {self.warc_level}")
         _number(o, "processes", self.processes, low=1, whole=True)
         if self.links_compress not in ("none", "zstd"):
             raise ConfigError(

@@ -227,6 +227,27 @@ def _base_prefix(base: str) -> str | None:
     return prefix
 
 
+@lru_cache(maxsize=1024)
+def _base_dir(base: str) -> str | None:
+    """``base`` up to the last ``/`` of its path (its query and fragment left out) when
+    :func:`join` may resolve path-relative hrefs against that alone (``base`` has a plain
+    prefix, see :func:`_base_prefix`), else None. WHATWG "path state": a relative path
+    replaces the base's last path segment, its query and fragment; so ``"../x"`` against
+    ``http://h/a/b?q`` gives the same as against ``http://h/a/``. Only for a base in its
+    WHATWG serialisation (no ``\\``, no dot segments left in its path)."""
+    prefix = _base_prefix(base)
+    if prefix is None or _parse_href(base) != base:
+        return None
+    start = len(prefix)
+    end = len(base)
+    for c in "?#":
+        i = base.find(c, start, end)
+        if i >= 0:
+            end = i
+    slash = base.rfind("/", start, end)  # the path starts with "/" (see _base_prefix)
+    return base[: slash + 1]
+
+
 @lru_cache(maxsize=1 << 15)
 def _join_cached(base: str, href: str, encoding: str) -> str | None:
     """:func:`_join` of an href whose result does not depend on the rest of the base URL
@@ -257,7 +278,8 @@ def join(base: str, href: str, encoding: str = "utf-8") -> str | None:
     href = _clean_input(href)
     # Results that depend on at most the base's authority are cached across pages:
     # "http(s)://..." does not use the base at all (WHATWG "special authority slashes"),
-    # and a path-absolute "/..." keeps only the base's scheme, host and port.
+    # and a path-absolute "/..." keeps only the base's scheme, host and port; a relative
+    # path only the base's directory (pages of one folder share it).
     if href.startswith("/"):
         if not href.startswith(("//", "/\\")):
             prefix = _base_prefix(base)
@@ -265,6 +287,14 @@ def join(base: str, href: str, encoding: str = "utf-8") -> str | None:
                 return _join_cached(prefix + "/", href, encoding)
     elif href.startswith(("http://", "https://")) and _base_prefix(base) is not None:
         return _join_cached(_ANY_BASE, href, encoding)
+    elif (
+        href
+        and href[0] not in "?#"
+        and ":" not in href.partition("/")[0]  # "http:", "http:?q" may keep all of the base
+        and (base_dir := _base_dir(base)) is not None
+    ):
+        # a relative path ("x", "../x", "x?q"): only the base's directory counts
+        return _join_cached(base_dir, href, encoding)
     return _join(base, href, encoding)
 
 

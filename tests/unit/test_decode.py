@@ -11,6 +11,7 @@ import brotli
 import pytest
 from backports import zstd
 
+import skitter.fetch.decode as decode_mod
 from skitter.errors import BodyTooLarge, ProtocolError
 from skitter.fetch.decode import (
     ACCEPT_ENCODING,
@@ -21,6 +22,21 @@ from skitter.fetch.decode import (
     is_text_type,
     parse_content_encoding,
 )
+
+
+@pytest.fixture(autouse=True, params=["isal", "zlib"])
+def inflater(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs with ISA-L's inflate (the default) and with zlib's (the fallback
+    when isal is not installed): both must give the same bytes and the same errors."""
+    if request.param == "zlib":
+        monkeypatch.setattr(decode_mod, "_inflate", zlib)
+        monkeypatch.setattr(decode_mod, "_INFLATE_ERRORS", (zlib.error,))
+    else:
+        from isal import isal_zlib
+
+        assert decode_mod._inflate is isal_zlib
+    return str(request.param)
+
 
 DATA = b"<html><body>" + b"hello world, " * 5000 + bytes(range(256)) * 200 + b"</body></html>"
 MiB = 1024 * 1024

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from skitter.autotune import AutoLimit, FixedLimit, concurrency_limit, share_memory
 from skitter.cli import build_parser
 from skitter.cli.common import settings_from_args
 from skitter.cli.focus_flags import AUTO_CONCURRENCY_MAX
+from skitter.errors import ConfigError
 from skitter.settings import CrawlSettings, FocusSettings
 from skitter.state import settings_from_dict, settings_to_dict
 
@@ -50,3 +53,15 @@ def test_memory_is_shared_out_between_processes() -> None:
     f = share_memory(FocusSettings(max_memory_bytes=1000), 3)
     assert f.max_memory_bytes == 333
     assert share_memory(FocusSettings(), 2).max_memory_bytes > 0
+
+
+def test_warc_level_flag(tmp_path: Path) -> None:
+    assert parse(tmp_path).warc_level == 6
+    s = parse(tmp_path, "--warc-level", "2")
+    assert s.warc_level == 2
+    assert settings_from_dict(settings_to_dict(s)).warc_level == 2  # kept in state.json
+    for bad in ("0", "10", "x"):
+        with pytest.raises(SystemExit):
+            parse(tmp_path, "--warc-level", bad)
+    with pytest.raises(ConfigError, match=r"warc_level must be a gzip level 1 \.\. 9"):
+        CrawlSettings(out_dir=str(tmp_path), warc_level=10)

@@ -502,6 +502,13 @@ _JOIN_BASES = [
     "mailto:x",
     "not a url",
     "http://a.test/\ud800",
+    # relative paths are cached by the base's directory: bases that share one, or seem to
+    "http://a.test/x/y/",
+    "http://a.test/x/y/z.html?q=/w#f/g",
+    "http://a.test/x/./y\\z?q/w",
+    "http://a.test/x/%2e%2e/y/z",
+    "http://a.test/a;p/b;q/c",
+    "https://a.test:8443/d/e/f?x=/y#z/",
 ]
 _HREF_PIECES = [
     "/", "//", "\\", "\t", "\n", " ", "a", ".", "..", "%2e", "?", "#", "é", "\ud800", "x:y",
@@ -519,16 +526,33 @@ def _join_uncached(base: str, href: str, encoding: str) -> str | None:
 @given(
     st.sampled_from(_JOIN_BASES),
     st.lists(st.sampled_from(_HREF_PIECES), max_size=6).map("".join),
-    st.sampled_from(["", "/", "http://", "https://b.test"]),
+    st.sampled_from(["", "/", "http://", "https://b.test", "../", "./", "p/", "p?", "http:"]),
     st.sampled_from(["utf-8", "cp1251", "shift_jis", "latin-1"]),
 )
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=2000, deadline=None)
 def test_join_cache_gives_the_uncached_result(
     base: str, href: str, lead: str, encoding: str
 ) -> None:
     href = lead + href
     assert join(base, href, encoding) == _join_uncached(base, href, encoding)
     assert join(base, href, encoding) == _join_uncached(base, href, encoding)  # cached now
+
+
+def test_relative_paths_are_cached_by_the_base_directory() -> None:
+    from skitter import url_join
+
+    assert url_join._base_dir("http://a.test/x/y/z.html?q=/w#f/g") == "http://a.test/x/y/"
+    assert url_join._base_dir("http://a.test/?q/x") == "http://a.test/"
+    assert url_join._base_dir("http://a.test/x/./y\\z") is None  # not as WHATWG writes it
+    assert url_join._base_dir("http://user:pw@a.test/x/y") is None  # not a plain prefix
+    base1, base2 = "http://a.test/x/y/one.html?a=1", "http://a.test/x/y/two.html#top"
+    assert join(base1, "../p.html?q") == join(base2, "../p.html?q") == "http://a.test/x/p.html?q"
+    # a query or fragment alone keeps the rest of the base: never from the directory cache
+    assert join(base1, "?b=2") == "http://a.test/x/y/one.html?b=2"
+    assert join(base2, "?b=2") == "http://a.test/x/y/two.html?b=2"
+    assert join(base1, "#s") == "http://a.test/x/y/one.html?a=1#s"
+    assert join(base2, "") == "http://a.test/x/y/two.html"
+    assert join(base1, "http:") == "http://a.test/x/y/one.html?a=1"  # same scheme: relative
 
 
 def test_join_cache_keeps_base_validity() -> None:

@@ -441,6 +441,7 @@ def settings_from_args(
         warc=not a["no_warc"] if "no_warc" in given else b.warc,
         warc_max_bytes=b.warc_max_bytes,
         links_compress=pick("links_compress", b.links_compress),
+        warc_level=pick("warc_level", b.warc_level),
         quiet=pick("quiet", False),
         resume=bool(a.get("resume", False)),
         check_links=b.check_links,

@@ -23,6 +23,7 @@ from skitter.cli.common import (
     summary_lines,
     write_stdout,
 )
+from skitter.cli.flag_types import warc_level
 from skitter.cli.focus_flags import add_focus_flags
 from skitter.cli.outcome import failure_exit
 from skitter.cli.progress import Progress, run_crawler, run_watched, stats_line
@@ -93,6 +94,11 @@ def add_parser(sub: Any) -> None:
         choices=("none", "zstd"),
         help="zstd: write links.tsv.zst (one zstd frame per checkpoint) instead of links.tsv "
         "(default none; fixed for the life of a crawl)",
+        "--warc-level",
+        type=warc_level,
+        metavar="N",
+        help="gzip level of the WARC records, 1-9 (default 6); 1-3 use ISA-L: about a tenth "
+        "of the CPU of 6 on pages served uncompressed, for files about 20%% larger",
     )
     out.add_argument(
         "--processes",
@@ -347,6 +353,7 @@ def run(args: argparse.Namespace) -> int:
 
             check_root(settings.focus.save_files)
         from skitter.rules import ScopeRule
+        from skitter.runtime import tune_gc
         from skitter.urls import canonicalize
 
         ScopeRule(settings.scope, [u for u in map(canonicalize, settings.seeds) if u])
@@ -357,6 +364,7 @@ def run(args: argparse.Namespace) -> int:
             return asyncio.run(_crawl_levels(settings))
         if settings.processes > 1:
             return _crawl_processes(settings, status, getattr(args, "stats_interval", 60.0))
+        tune_gc()
         return asyncio.run(_crawl(settings, status, getattr(args, "stats_interval", 60.0)))
     except (SkitterError, OSError, KeyboardInterrupt) as exc:
         out = getattr(args, "out", None)  # None: refused before --out was checked

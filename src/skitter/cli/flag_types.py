@@ -80,6 +80,14 @@ def processes(text: str) -> int:
     return v
 
 
+def warc_level(text: str) -> int:
+    """``--warc-level``: a gzip level 1 .. 9."""
+    v = at_least_one(text)
+    if v > 9:
+        raise argparse.ArgumentTypeError(f"a gzip level is 1 .. 9: {text!r}")
+    return v
+
+
 def limit_or_off(text: str) -> int | None:
     """A whole number >= 0 where 0 turns the limit off (None)."""
     v = positive_int(text)

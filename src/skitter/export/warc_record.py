@@ -13,9 +13,24 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 from skitter.models import Response
+
+_isal: Any = None
+try:  # ISA-L: the same CRC-32 about 4x faster than zlib's; deflate ~10x faster than level 6
+    from isal import isal_zlib
+    from isal.isal_zlib import crc32 as _crc32
+
+    _isal = isal_zlib
+except ImportError:  # pragma: no cover - isal is a dependency
+    from zlib import crc32 as _crc32
+
+#: WARC gzip levels done by ISA-L's deflate (its levels 1-3; the rest by zlib/FastWARC).
+#: Measured on 600 rust-doc HTML pages (40 KiB): ISA-L 1-2 ≈ 40 us a page for 14.0% of the
+#: size, ISA-L 3 ≈ 90 us for 13.3%, against ≈ 380-460 us for 11.4% at level 6.
+ISAL_LEVELS = range(1, 4)
 
 __all__ = [
     "ORIG_TRANSFER_ENCODING",
@@ -168,25 +183,46 @@ def _body_is_compressed(response: Response) -> bool:
 
 
 def _gzip_member(data: bytes, level: int, stored_tail: int = 0) -> bytes:
-    """``data`` as one gzip member (RFC 1952): deflated at ``level``, except its last
+    """``data`` as one gzip member (RFC 1952): deflated at ``level`` (by ISA-L for
+    :data:`ISAL_LEVELS`, else zlib), except its last
     ``stored_tail`` bytes, which go in stored blocks (one valid deflate stream: the first part
-    ends with a sync flush, the second starts without back-references)."""
+    ends with a sync flush, the second is stored blocks made here, RFC 1951 §3.2.4)."""
     cut = len(data) - stored_tail
-    # A window just larger than the deflated part loses nothing and skips most of zlib's
-    # set-up cost (≈ 25-60 µs for the default 32 KiB window and hash table).
-    wbits = min(zlib.MAX_WBITS, max(9, cut.bit_length()))
-    comp = zlib.compressobj(level, zlib.DEFLATED, -wbits, max(1, min(8, wbits - 7)))
+    comp: Any
+    if level in ISAL_LEVELS and _isal is not None:
+        comp = _isal.compressobj(level, _isal.DEFLATED, -15)
+    else:
+        # A window just larger than the deflated part loses nothing and skips most of zlib's
+        # set-up cost (≈ 25-60 µs for the default 32 KiB window and hash table).
+        wbits = min(zlib.MAX_WBITS, max(9, cut.bit_length()))
+        comp = zlib.compressobj(level, zlib.DEFLATED, -wbits, max(1, min(8, wbits - 7)))
+    parts: list[bytes | memoryview]
     if stored_tail <= 0:
         parts = [_GZIP_HEADER, comp.compress(data), comp.flush()]
     else:
         view = memoryview(data)
-        store = zlib.compressobj(0, zlib.DEFLATED, -9, 1)
-        parts = [
-            _GZIP_HEADER,
-            comp.compress(view[:cut]),
-            comp.flush(zlib.Z_SYNC_FLUSH),
-            store.compress(view[cut:]),
-            store.flush(),
-        ]
-    parts.append(struct.pack("<II", zlib.crc32(data), len(data) & 0xFFFFFFFF))
+        parts = [_GZIP_HEADER, comp.compress(view[:cut]), comp.flush(zlib.Z_SYNC_FLUSH)]
+        # (Z_SYNC_FLUSH is 2 in zlib and ISA-L alike)
+        parts += _stored_blocks(view[cut:])
+    parts.append(struct.pack("<II", _crc32(data), len(data) & 0xFFFFFFFF))
     return b"".join(parts)
+
+
+#: Largest stored deflate block (RFC 1951 §3.2.4: LEN is 16 bits).
+_STORED_MAX = 0xFFFF
+
+
+def _stored_blocks(data: memoryview) -> list[bytes | memoryview]:
+    """``data`` (non-empty) as the final stored deflate blocks of a stream that is
+    byte-aligned here (after a sync flush): per block a header byte (BFINAL, BTYPE 00),
+    LEN and NLEN (little-endian), then the bytes as they are; what zlib's level 0 writes,
+    without copying the bytes through a compressor."""
+    out: list[bytes | memoryview] = []
+    n = len(data)
+    for start in range(0, n, _STORED_MAX):
+        chunk = data[start : start + _STORED_MAX]
+        final = start + _STORED_MAX >= n
+        size = len(chunk)
+        out.append(struct.pack("<BHH", 1 if final else 0, size, size ^ 0xFFFF))
+        out.append(chunk)
+    return out
