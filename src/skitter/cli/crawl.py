@@ -94,6 +94,8 @@ def add_parser(sub: Any) -> None:
         choices=("none", "zstd"),
         help="zstd: write links.tsv.zst (one zstd frame per checkpoint) instead of links.tsv "
         "(default none; fixed for the life of a crawl)",
+    )
+    out.add_argument(
         "--warc-level",
         type=warc_level,
         metavar="N",
