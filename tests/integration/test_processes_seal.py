@@ -104,6 +104,7 @@ async def test_a_stopped_crawl_keeps_its_shard_journals(site: Site, tmp_path: Pa
     assert len(records(out)) == 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", ["merged-synced", "finished-marked", "journal-removed"])
 async def test_a_crash_while_sealing_leaves_a_usable_folder(
     site: Site, tmp_path: Path, fault: str
