@@ -46,9 +46,9 @@ from skitter.models import Link, Page
 __all__ = ["SEGMENT_BYTES", "SEGMENT_MIN_BYTES", "extract_segments", "segment_bounds", "sniff"]
 
 #: Bodies larger than this are extracted segment by segment (bytes).
-SEGMENT_MIN_BYTES = 2 * 1024 * 1024
+SEGMENT_MIN_BYTES = 1024 * 1024
 #: The target segment size (bytes); a segment ends at the first cut point past it.
-SEGMENT_BYTES = 1024 * 1024
+SEGMENT_BYTES = 512 * 1024
 #: An ``<a`` start tag is preferred as a cut point within this many bytes past the target.
 _PREFER_A_BYTES = SEGMENT_BYTES // 2
 
