@@ -262,7 +262,9 @@ def run(args: argparse.Namespace) -> int:
         else:
             status = StatusOptions.from_args(args)
             interrupted, totals = asyncio.run(
-                _check(settings, cache, status, temp is None, getattr(args, "stats_interval", 60.0))
+                _check(
+                    settings, cache, status, temp is None, getattr(args, "stats_interval", 60.0)
+                )
             )
         if interrupted:
             if temp is None:

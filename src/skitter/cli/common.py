@@ -66,8 +66,6 @@ EXIT_CODES = """exit codes (when several apply, the first listed wins):
   4    no seed got any HTTP response (DNS, connect, TLS, timeout, robots.txt
        unreachable, or every URL refused by robots.txt): nothing could be crawled
   0    done"""
-
-
 def frontier(text: str) -> str:
     """``sqlite``, ``memory`` or a Redis URL (checked when connecting)."""
     if text in ("sqlite", "memory") or text.split("://", 1)[0] in (

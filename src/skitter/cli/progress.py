@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from skitter.settings import CrawlSettings
     from skitter.status.session import StatusOptions
 
-
 def stats_line(records: int, rate: float, queued: int, inflight: int, errors: int) -> str:
     """The periodic ``--stats-interval`` line (stderr not a terminal), as Scrapy's."""
     from skitter.cli.common import plural
