@@ -1,6 +1,6 @@
 """Bounded-memory link extraction for large HTML pages: parse them segment by segment.
 
-An HTML tree costs about 20 bytes of memory per byte of markup (Lexbor: a 10 MB rustdoc
+An HTML tree costs about 20-28 bytes of memory per byte of markup (Lexbor: a 10 MB rustdoc
 source page builds a ~200 MB tree), so parsing a large page whole makes a crawler's memory
 jump with page size. :func:`extract_segments` cuts a body larger than
 :data:`SEGMENT_MIN_BYTES` into segments of about :data:`SEGMENT_BYTES` and extracts each
@@ -26,10 +26,12 @@ approximations): links in document order; the base URL is the first segment's th
 segments stay joined against the page URL: a ``<base>`` belongs in ``<head>``, i.e. in the
 first segment); the title is the first non-empty one; noindex / nofollow are those of any
 segment (a page-level nofollow marks every link); fragment ids are the union.
-Approximations: a ``<` + `a`` written inside an attribute value, or an element left open
-across a cut (a table, a list) can change what the following segment's parser sees; markup
-never loses a link element that the whole-page parse finds except inside ``<select>`` cut
-through by a region longer than a segment (never seen on real pages).
+Approximations (never seen on the rust-doc pages, whose 46 pages over 1 MiB give exactly the
+whole-page result): markup that looks like a tag inside an attribute value (``title="<a x"``)
+can be taken for a cut point; an element left open across a cut (a table, a list, ``<a>``
+around other tags) is closed at the cut, which can shorten an anchor text or change what
+the next segment's parser sees; a ``<base href>`` after the first segment does not apply
+to earlier segments' links.
 """
 
 from __future__ import annotations
