@@ -24,6 +24,7 @@ from selectolax.lexbor import LexborHTMLParser
 
 from skitter import urls
 from skitter.charset import decode_html
+from skitter.html_chunks import SEGMENT_MIN_BYTES, extract_segments
 from skitter.html_depth import _DEEP_CHECK_MIN_TAGS as _DEEP_CHECK_MIN_TAGS
 from skitter.html_depth import _flatten_deep as _flatten_deep
 from skitter.html_depth import _may_be_deep as _may_be_deep
@@ -328,6 +329,29 @@ def extract(
     Returns:
         A :class:`skitter.models.Page`. Never raises for any input bytes.
     """
+    if len(body) > SEGMENT_MIN_BYTES:  # bounded memory: segment by segment
+        page = extract_segments(
+            _extract_whole, body, url, content_type, headers_robots,
+            bot_token=bot_token, resources=resources, ids=ids,
+        )  # fmt: skip
+        if page is not None:
+            return page
+    return _extract_whole(
+        body, url, content_type, headers_robots, bot_token=bot_token, resources=resources, ids=ids
+    )
+
+
+def _extract_whole(
+    body: bytes,
+    url: str,
+    content_type: str | None,
+    headers_robots: Sequence[str],
+    *,
+    bot_token: str | None,
+    resources: bool,
+    ids: bool,
+) -> Page:
+    """:func:`extract` with the page parsed whole (one tree)."""
     text, encoding = decode_html(body, content_type)
     url_encoding = "utf-8" if encoding.startswith("utf-16") else encoding
     bot = bot_token.lower() if bot_token else None

@@ -43,6 +43,7 @@ from skitter.logs import set_process_index
 from skitter.merge import MERGE_FILE, Merger, merged_report, merged_stats
 from skitter.runtime import tune_gc
 from skitter.settings import CrawlSettings
+from skitter.shard_cleanup import seal_finished
 from skitter.sharding import SHARDS_DIR, IpSlots, PageBudget, ShardLink, shard_dir
 from skitter.state import (
     FRONTIER_FILE,
@@ -429,7 +430,10 @@ def _coordinate(
     else:
         stop_reason = reasons[0] if reasons else "interrupted"
     report = merged_report(out_dir, settings, stop_reason, finished)
-    atomic_write_json(out_dir / REPORT_FILE, report)
+    if finished:  # the merged files become the only copy (skitter.shard_cleanup)
+        seal_finished(out_dir, count, merger, report)
+    else:
+        atomic_write_json(out_dir / REPORT_FILE, report)
     stats = merged_stats(out_dir, count)
     return ProcessesOutcome(
         snapshot=stats.snapshot(0.0),

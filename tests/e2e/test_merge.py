@@ -209,8 +209,10 @@ async def test_folder_cut_by_kill_9_and_a_killed_merge(site: Site, tmp_path: Pat
 async def test_merge_of_the_shards_is_the_coordinators_output(site: Site, tmp_path: Path) -> None:
     build(site, "v")
     out = tmp_path / "sharded"
-    code, _, err = await arun_cli(*crawl_args(site, out, "--processes", "2"))
+    # stopped by a limit (a finished crawl removes the shards' journals: nothing to merge)
+    code, _, err = await arun_cli(*crawl_args(site, out, "--processes", "2", "--max-pages", "9"))
     assert code == 0, err
+    assert json.loads((out / "report.json").read_text())["stop_reason"] == "max_pages"
     m = tmp_path / "m"
     shards = [str(out / "shards" / str(k)) for k in range(2)]
     code, _, err = await arun_cli("merge", *shards, "--out", str(m))
