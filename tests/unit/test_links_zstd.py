@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 import zstandard
@@ -197,3 +198,96 @@ def test_a_repair_killed_half_way_is_finished_by_the_next(tmp_path: Path) -> Non
     ZstdLinksWriter.repair(p)
     assert not tail.exists()
     assert text(p) == HEADER + "\n" + page(1) + page(2)
+
+
+def _torn_tail(last_rows: bytes, source: str) -> bytes:
+    """What the e2e kill test appends: a whole raw block of 50 rows of ``source`` (a page
+    without a record), then a raw block cut short repeating the last real rows."""
+    fake = f"{source}\thttp://never.example.test/y\t\t\ta\t0\tqueued\n" * 50
+    return raw_block(fake.encode()) + raw_block(last_rows)[: len(last_rows) // 2]
+
+
+def _resume(p: Path, cp: int, recorded_pages: list[int]) -> None:
+    """Repair, then the resume's reconciliation of links.tsv.zst rows past ``cp``."""
+    from types import SimpleNamespace
+
+    from skitter.recovery import _reconcile_links
+    from skitter.stats import Stats
+
+    ZstdLinksWriter.repair(p)
+    ctx: Any = SimpleNamespace(stats=Stats(), policy=SimpleNamespace(rejudges_links=False))
+    _reconcile_links(ctx, p, cp, {f"http://a.test/{n}": 1 for n in recorded_pages})
+
+
+@pytest.mark.parametrize("kill_before_record", [False, True])
+def test_kill_in_an_open_frame_then_a_torn_tail_gives_each_row_once(
+    tmp_path: Path, kill_before_record: bool
+) -> None:
+    """The state of the e2e kill test, built exactly: a checkpoint, an open frame of pages 2
+    and 3 (the kill came before page 3's record, or after it), then a torn tail. Repair and
+    resume leave each row of a recorded page once (the half block repeating them is cut),
+    and no row of a page without a record (it is crawled again)."""
+    p = tmp_path / "links.tsv.zst"
+    w = ZstdLinksWriter(p)
+    w.write_text(page(1))
+    cp = w.offset()
+    w.write_text(page(2))
+    w.write_text(page(3, rows=30))
+    w._file.close()  # the kill: the frame stays open (nothing ends it)
+    recorded = [1, 2] if kill_before_record else [1, 2, 3]
+    # only the last page can lack a record: the injected rows are then more of its rows
+    source = "http://a.test/3" if kill_before_record else "http://never.example.test/x"
+    last_rows = "".join((page(2) + page(3, rows=30)).splitlines(keepends=True)[-50:])
+    with open(p, "ab") as f:
+        f.write(_torn_tail(last_rows.encode(), source))
+    _resume(p, cp, recorded)
+    want = HEADER + "\n" + "".join(page(n, rows=30 if n == 3 else 40) for n in recorded)
+    assert text(p) == want
+    assert frame_ends(p)[0][-1] == os.path.getsize(p)
+
+
+def test_kill_after_a_whole_frame_then_a_torn_new_frame(tmp_path: Path) -> None:
+    """A kill just after a checkpoint (every frame whole), then a torn new frame: its whole
+    block of rows without a record is cut by the resume, its half block by the repair."""
+    p = tmp_path / "links.tsv.zst"
+    with ZstdLinksWriter(p) as w:
+        w.write_text(page(1))
+        w.write_text(page(2))
+        cp = w.offset()
+    last_rows = "".join(page(2).splitlines(keepends=True)[-50:]).encode()
+    with open(p, "ab") as f:
+        f.write(FRAME_HEAD + _torn_tail(last_rows, "http://never.example.test/x"))
+    _resume(p, cp, [1, 2])
+    assert text(p) == HEADER + "\n" + page(1) + page(2)
+    assert frame_ends(p)[0][-1] == os.path.getsize(p)
+
+
+def test_the_merged_links_tsv_zst_is_cut_back_to_merge_json_on_resume(tmp_path: Path) -> None:
+    """--processes N: OUT/links.tsv.zst is the merger's copy of the shards' checkpointed
+    frames; bytes past merge.json (a kill mid-copy, or a torn frame) are dropped on resume
+    and copied again, so each row is there once."""
+    import json
+
+    from skitter.merge import Merger
+    from skitter.sharding import shard_dir
+    from skitter.state import CHECKPOINT_FILE
+
+    sdir = shard_dir(tmp_path, 0)
+    sdir.mkdir(parents=True)
+    with ZstdLinksWriter(sdir / "links.tsv.zst") as w:
+        w.write_text(page(1))
+        w.write_text(page(2))
+        cp = w.offset()
+    (sdir / CHECKPOINT_FILE).write_text(json.dumps({"links_offset": cp, "pages_offset": 0}))
+    m = Merger(tmp_path, 1, resume=False, links_compress="zstd")
+    m.step()
+    m.close()
+    out = tmp_path / "links.tsv.zst"
+    last_rows = "".join(page(2).splitlines(keepends=True)[-50:]).encode()
+    with open(out, "ab") as f:
+        f.write(FRAME_HEAD + _torn_tail(last_rows, "http://never.example.test/x"))
+    m = Merger(tmp_path, 1, resume=True, links_compress="zstd")
+    assert m.step() == 0
+    m.close()
+    assert text(out) == HEADER + "\n" + page(1) + page(2)
+    assert frame_ends(out)[0][-1] == os.path.getsize(out)
