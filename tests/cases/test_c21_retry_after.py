@@ -76,5 +76,5 @@ async def test_c21_retry_after_per_host_and_cap(raw: RawServer, tmp_path: Path) 
     assert rec["error_detail"] == (
         "rate limited (429): Retry-After 86400 s is longer than the 60 s cap, not retried"
     )
-    # rl2's huge delay did not stall rl.example.test
-    assert elapsed < 10.0
+    # rl2's huge delay did not stall rl.example.test (waiting for it would take the 60 s cap)
+    assert elapsed < 45.0
