@@ -80,8 +80,10 @@ if [ "$POLITE" != 1 ]; then  # the peers, apart from Skitter's venv
   if has crawlee; then venv "$CVENV" bench/requirements-crawlee.txt; fi
   if has spider && { [ ! -f bench/node_modules/.package-lock.json ] ||
                      [ bench/package-lock.json -nt bench/node_modules/.package-lock.json ]; }; then
-    echo "bench: npm ci in bench/ (spider-rs, pinned by bench/package-lock.json)"
-    (cd bench && npm ci --no-audit --no-fund --loglevel=error)
+    # npm install, not npm ci: npm 11's ci refuses a lock without every platform's optional
+    # binary (the registry here has linux-x64 only); package.json pins both exactly
+    echo "bench: npm install in bench/ (spider-rs 0.0.157, pinned by bench/package.json)"
+    (cd bench && npm install --no-audit --no-fund --loglevel=error)
   fi
 fi
 
