@@ -49,6 +49,8 @@ from skitter.redis_shares import (
     crawl_key,
     give_back_pages,
     release_ip,
+    settle_dead,
+    spend_pages,
     take_pages,
 )
 from skitter.settings import REDACTED, is_redis_url
@@ -73,7 +75,9 @@ __all__ = [
     "recent_rate",
     "release_ip",
     "set_state",
+    "settle_dead",
     "shared_robots_fetch",
+    "spend_pages",
     "take_pages",
 ]
 

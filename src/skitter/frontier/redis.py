@@ -407,11 +407,29 @@ class RedisFrontier:
         Raises:
             FrontierError: stale or unknown token; Redis failed.
         """
+        await self._ack(lease, not_before, "")
+
+    async def ack_spending(
+        self, lease: Lease, *, not_before: float, worker_id: int
+    ) -> tuple[int, int]:
+        """:meth:`ack` of a 2xx page that spends one page of worker ``worker_id``'s
+        ``--max-pages`` reservation: the same script counts it in the shard's ``acks`` hash
+        (the budget's outbox, see :mod:`skitter.frontier.redis_lua`). Returns (shard, the
+        worker's count there) for :func:`skitter.redis_shares.spend_pages`.
+
+        Raises:
+            FrontierError: stale or unknown token; Redis failed.
+        """
+        return await self._ack(lease, not_before, str(worker_id))
+
+    async def _ack(self, lease: Lease, not_before: float, spender: str) -> tuple[int, int]:
         self._check_open()
         s, tok = self._split_token(lease)
-        out = await self._script("ack", s, [tok, lease.host, repr(not_before)], repeat_flag=True)
+        args = [tok, lease.host, repr(not_before), spender]
+        out = await self._script("ack", s, args, repeat_flag=True)
         if int(out[1]) == 0:
             raise self._stale(lease)
+        return s, int(out[2])
 
     async def retry(self, lease: Lease, *, not_before: float, count_attempt: bool = True) -> None:
         """See :meth:`skitter.frontier.base.Frontier.retry`.

@@ -7,9 +7,10 @@ adds what every worker of the crawl must agree on, so the crawl loop needs no Re
   and the crawl is not finished; ``stopped`` -> nothing is leased and, once this worker's
   leases are settled, :meth:`is_finished` is True (the worker ends; the crawl can resume);
 * the crawl-wide ``--max-pages`` budget: each lease reserves one page in Redis; an ack
-  with a 2xx status spends it; a non-2xx status, a retry or a lost lease gives it back; the
-  reservations of a worker whose heartbeat stopped (killed) come back once its leases have
-  expired; a worker finds the budget spent for good only when no worker holds any;
+  with a 2xx status spends it (counted by the ack's own script first: exact across kills);
+  a non-2xx status, a retry or a lost lease gives it back; the reservations of a worker
+  whose heartbeat stopped (killed) come back once its leases have expired; a worker finds
+  the budget spent for good only when no worker holds any;
 * lease renewal: every ``lease_ttl_s / 3`` seconds the leases this worker holds are renewed
   (a frozen worker stops renewing, its leases expire and go to others; its late ack is then
   refused by the fencing token);
@@ -183,8 +184,8 @@ class SharedCrawlFrontier:
     async def _decr(self) -> None:
         await dist.give_back_pages(self._r, self.crawl_id, self.worker_id)
 
-    async def _confirm(self) -> None:
-        await dist.confirm_page(self._r, self.crawl_id, self.worker_id)
+    async def _spend(self, shard: int, count: int) -> None:
+        await dist.spend_pages(self._r, self.crawl_id, self.worker_id, shard, count)
 
     @property
     def dead_after_s(self) -> float:
@@ -278,7 +279,12 @@ class SharedCrawlFrontier:
     async def _take(self) -> int:
         assert self.max_pages is not None
         return await dist.take_pages(
-            self._r, self.crawl_id, self.max_pages, self.worker_id, self.dead_after_s
+            self._r,
+            self.crawl_id,
+            self.max_pages,
+            self.worker_id,
+            self.dead_after_s,
+            shards=self.inner.shards,
         )
 
     async def ack(
@@ -298,19 +304,31 @@ class SharedCrawlFrontier:
         held = self._held.pop(lease.token, None)
         self._held_since.pop(lease.token, None)
         self._settled(lease)
+        # a 2xx page of a reservation: the ack script counts it in the shard (the budget's
+        # outbox), so a kill before the spend below loses nothing (settle_dead applies it)
+        spends = held is not None and self.max_pages is not None
+        spends = spends and status is not None and 200 <= status < 300
         try:
-            await self.inner.ack(
-                lease, not_before=not_before, status=status, etag=etag, last_modified=last_modified
-            )
+            if spends:
+                shard, count = await self.inner.ack_spending(
+                    lease, not_before=not_before, worker_id=self.worker_id
+                )
+            else:
+                await self.inner.ack(
+                    lease,
+                    not_before=not_before,
+                    status=status,
+                    etag=etag,
+                    last_modified=last_modified,
+                )
         except FrontierError:
             if held is not None:  # lost before renew_held saw it: its page is not ours
                 await self._give_back()
             raise
-        if held is not None and self.max_pages is not None:
-            if status is not None and 200 <= status < 300:
-                await self.inner.call(self._confirm)
-            else:
-                await self._give_back()
+        if spends:
+            await self.inner.call(lambda: self._spend(shard, count))
+        elif held is not None and self.max_pages is not None:
+            await self._give_back()
 
     async def retry(self, lease: Lease, *, not_before: float, count_attempt: bool = True) -> None:
         """See :meth:`RedisFrontier.retry`; the page reserved for the lease is given back."""

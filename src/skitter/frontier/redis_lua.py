@@ -27,6 +27,9 @@ Keys of a shard (``sp`` = ``{CRAWL:s}:``):
 * ``seq``     counter of entries; ``tok`` the last token issued (microseconds, see below)
 * ``settled`` sorted set: the last 4096 tokens acked or retried (an ack or retry sent again
               after its reply was lost -- Redis restarted -- answers "already done")
+* ``acks``    hash: worker id -> 2xx acks that spent a page of its ``--max-pages``
+              reservation (the budget's outbox: counted in the ack's script, applied to
+              ``{CRAWL}:resv`` by :func:`skitter.redis_shares.spend_pages`, idempotently)
 * ``rate``    hash: 5-second bucket (server ``TIME`` // 5) -> URLs acked in it; buckets
               older than a minute are dropped when a new one starts (``skitter status``
               pages/s over the last minute)
@@ -298,19 +301,26 @@ return {fmt(skew), tok, host, member, fmt(exp - skew)}
 """
 )
 
-#: ARGV: sp-args(4), token_us, host, not_before, repeat(0|1: the call is sent again after
-#: a lost reply). Returns {skew, 1 done | 2 already done by the first try | 0 stale}.
+#: ARGV: sp-args(4), token_us, host, not_before, spender (a worker id: the ack spends one
+#: page of its ``--max-pages`` reservation, counted in ``acks``; or ''), repeat(0|1: the call
+#: is sent again after a lost reply). Returns {skew, 1 done | 2 already done by the first
+#: try | 0 stale, the spender's count in ``acks`` (0 without one)}.
 ACK = (
     _LIB
     + r"""
-local tok, host = ARGV[5], ARGV[6]
+local tok, host, spender = ARGV[5], ARGV[6], ARGV[8]
 local score, member = get_rec(tok, host)
 if not score then
-  if settled(tok) then return {fmt(skew), 2} end
-  return {fmt(skew), 0}
+  if settled(tok) then
+    local n = spender ~= '' and redis.call('HGET', sp .. 'acks', spender) or '0'
+    return {fmt(skew), 2, n or '0'}
+  end
+  return {fmt(skew), 0, '0'}
 end
 release(tok, host, member)
 settle(tok)
+local spent = 0
+if spender ~= '' then spent = redis.call('HINCRBY', sp .. 'acks', spender, 1) end
 local key = string.sub(member, 1, 16)
 if redis.call('HEXISTS', sp .. 'forced', key) == 1 then
   redis.call('HSET', sp .. 'forced', key, 'd')
@@ -326,7 +336,7 @@ if redis.call('HINCRBY', sp .. 'rate', bucket, 1) == 1 then
 end
 delay(host, tonumber(ARGV[7]) + skew)
 touch(host)
-return {fmt(skew), 1}
+return {fmt(skew), 1, tostring(spent)}
 """
 )
 
