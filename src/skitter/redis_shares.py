@@ -91,11 +91,16 @@ local function apply(w, shard, n)
 end
 """
 
-_SPEND = _APPLY + r"""
+_SPEND = (
+    _APPLY
+    + r"""
 return apply(ARGV[1], ARGV[2], tonumber(ARGV[3]))
 """
+)
 
-_SETTLE_DEAD = _APPLY + r"""
+_SETTLE_DEAD = (
+    _APPLY
+    + r"""
 local t = redis.call('TIME')
 local beat = redis.call('ZSCORE', KEYS[3], ARGV[1])
 if beat and tonumber(beat) >= tonumber(t[1]) - tonumber(ARGV[2]) then return 0 end
@@ -106,6 +111,7 @@ local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
 redis.call('SET', KEYS[1], math.max(cur - r, 0))
 return r
 """
+)
 
 
 def _budget_keys(crawl_id: str) -> list[str]:
