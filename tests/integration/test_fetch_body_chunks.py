@@ -19,6 +19,7 @@ from skitter.settings import FetchSettings
 #: 200 distinct 1,000-byte pieces: a wrong order or a lost piece changes the body.
 PIECES = [(b"%04d" % i) * 250 for i in range(200)]
 BODY = b"".join(PIECES)
+LOOPBACK = FetchSettings(allow_private=True)
 
 
 async def _chunked(request: web.Request) -> web.StreamResponse:
@@ -47,7 +48,7 @@ async def server() -> AsyncIterator[TestServer]:
 
 
 async def test_many_chunk_body_is_whole_and_in_order(server: TestServer) -> None:
-    async with AiohttpFetcher(FetchSettings(allow_private=True), concurrency=2, host_concurrency=1) as f:
+    async with AiohttpFetcher(LOOPBACK, concurrency=2, host_concurrency=1) as f:
         r = await f.fetch(Request(str(server.make_url("/chunked/identity"))))
         assert type(r.body) is bytes and type(r.raw_body) is bytes
         assert r.body == BODY and r.raw_body == BODY
@@ -58,7 +59,7 @@ async def test_many_chunk_body_is_whole_and_in_order(server: TestServer) -> None
 
 
 async def test_truncated_many_chunk_body_keeps_its_first_bytes(server: TestServer) -> None:
-    async with AiohttpFetcher(FetchSettings(allow_private=True), concurrency=2, host_concurrency=1) as f:
+    async with AiohttpFetcher(LOOPBACK, concurrency=2, host_concurrency=1) as f:
         url = str(server.make_url("/chunked/identity"))
         with pytest.raises(BodyTooLarge):
             await f.fetch(Request(url), max_body_bytes=50_000)
