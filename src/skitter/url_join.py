@@ -248,7 +248,11 @@ def _base_dir(base: str) -> str | None:
     return base[: slash + 1]
 
 
-@lru_cache(maxsize=1 << 15)
+#: Entries of the cache of base-independent joins (~220 bytes each: ~1 MB; 32,768 held ~7 MB).
+JOIN_CACHE_ENTRIES = 1 << 12
+
+
+@lru_cache(maxsize=JOIN_CACHE_ENTRIES)
 def _join_cached(base: str, href: str, encoding: str) -> str | None:
     """:func:`_join` of an href whose result does not depend on the rest of the base URL
     (see :func:`join`); pages repeat such hrefs (navigation, absolute links) endlessly."""

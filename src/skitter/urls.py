@@ -147,7 +147,13 @@ def _strip_host_dots(host_port: str) -> str:
     return host.rstrip(".") + port
 
 
-@lru_cache(maxsize=1 << 16)
+#: Entries of the canonicalisation cache (~280 bytes each: ~1 MB). Links repeat within a page
+#: and across neighbouring pages; 65,536 entries held ~18 MB on a 21,635-page site for a CPU
+#: saving below the noise (figures: issue 16).
+CANON_CACHE_ENTRIES = 1 << 12
+
+
+@lru_cache(maxsize=CANON_CACHE_ENTRIES)
 def canonicalize_with_host(url: str) -> tuple[str, str] | None:
     """:func:`canonicalize` plus the :func:`host_key` of the result, in one parse.
 

@@ -13,24 +13,12 @@ line on stderr, no traceback); 1 the output could not be written, a crawler proc
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 from types import ModuleType
 
 from skitter import __version__
-from skitter.cli import (
-    check_links,
-    control,
-    crawl,
-    extract,
-    fetch,
-    graph,
-    index,
-    merge,
-    report,
-    status,
-    worker,
-)
 from skitter.cli.common import Parser, settings_from_args
 from skitter.cli.config import apply_config
 from skitter.cli.outcome import error_exit
@@ -39,38 +27,51 @@ from skitter.logs import setup_logging
 
 __all__ = ["COMMANDS", "build_parser", "main", "settings_from_args"]
 
-#: command name -> module with ``add_parser(subparsers)`` and ``run(args) -> int``.
-COMMANDS: dict[str, ModuleType] = {
-    "crawl": crawl,
-    "check-links": check_links,
-    "fetch": fetch,
-    "extract": extract,
-    "index": index,
-    "graph": graph,
-    "merge": merge,
-    "report": report,
-    "worker": worker,
-    "status": status,
-    "control": control,
+#: command name -> name of its module in this package (``add_parser(subparsers)`` and
+#: ``run(args) -> int``). Modules are imported on demand: a plain ``skitter crawl`` must not
+#: pay for (or hold in memory) Redis, the status server or check-links code.
+COMMANDS: dict[str, str] = {
+    "crawl": "crawl",
+    "check-links": "check_links",
+    "fetch": "fetch",
+    "extract": "extract",
+    "index": "index",
+    "graph": "graph",
+    "merge": "merge",
+    "report": "report",
+    "worker": "worker",
+    "status": "status",
+    "control": "control",
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser for every subcommand (defaults are suppressed so that a resume
-    can tell given flags from defaults)."""
+def command_module(name: str) -> ModuleType:
+    """The module of command ``name`` (a key of :data:`COMMANDS`), imported on first use.
+
+    Raises KeyError for an unknown command name."""
+    return importlib.import_module(f"skitter.cli.{COMMANDS[name]}")
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser for every subcommand, or for the one command ``only`` (so that only
+    its module is imported). Defaults are suppressed so that a resume can tell given flags from
+    defaults."""
     parser = Parser(prog="skitter", description="A polite, fast, resumable web crawler.")
     parser.add_argument("--version", action="version", version=f"skitter {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    for command in COMMANDS.values():
-        command.add_parser(sub)
+    for name in COMMANDS if only is None else (only,):
+        command_module(name).add_parser(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``skitter`` command; returns the exit code."""
-    parser = build_parser()
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    # ``skitter COMMAND ...``: build (and import) only that command's parser.
+    only = args_list[0] if args_list and args_list[0] in COMMANDS else None
+    parser = build_parser(only)
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    args = parser.parse_args(argv)
+    args = parser.parse_args(args_list)
     if args.command is None:
         parser.print_help()
         return 2
@@ -81,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, OSError) as exc:
         return error_exit(exc)
     try:
-        code: int = COMMANDS[args.command].run(args)
+        code: int = command_module(args.command).run(args)
     except KeyboardInterrupt:  # a command without its own Ctrl-C handling (graph, merge...)
         print(f"skitter {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -7,7 +7,7 @@ import asyncio
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skitter.cli.common import (
     EXIT_CODES,
@@ -223,14 +223,17 @@ def _crawl_processes(
 
     from skitter.processes import run_processes
     from skitter.status.journal import JournalSource
-    from skitter.status.server import ServerThread, StatusServer
     from skitter.status.terminal import RateMeter, render
 
+    if TYPE_CHECKING:
+        from skitter.status.server import ServerThread
     p = settings.politeness
     source = JournalSource(settings.out_dir, delay_s=p.delay_s, target=settings.max_pages)
     show = not settings.quiet and sys.stderr.isatty()
     thread: ServerThread | None = None
     if status.port is not None:
+        from skitter.status.server import ServerThread, StatusServer  # aiohttp.web
+
         thread = ServerThread(
             StatusServer(source, status.host, status.port, title=str(settings.out_dir))
         )

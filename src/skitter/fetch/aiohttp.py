@@ -520,21 +520,26 @@ class AiohttpFetcher:
         )
         decoder = ContentDecoder(codings, max_bytes=cap, sniff=is_text_type(media_type))
         decode = bool(decoder.codings) and not decoder.passthrough
-        raw = bytearray()
+        # The chunks are joined once at the end: a one-chunk body is used as read (no copy),
+        # a longer one is copied once (a bytearray grown by += and then copied to bytes held
+        # the body twice, plus its reallocations).
+        chunks: list[bytes] = []
+        raw_len = 0
         protocol = resp.skitter_protocol if isinstance(resp, _PeerResponse) else None
         try:
             while True:
                 chunk = await self._read_chunk(resp, protocol, progress, idle_s)
                 if not chunk:
                     break
-                raw += chunk
-                progress.raw_bytes = len(raw)
+                chunks.append(chunk)
+                raw_len += len(chunk)
+                progress.raw_bytes = raw_len
                 if decode:
                     decoder.feed(chunk)
                     progress.decoded_bytes = decoder.decoded_bytes
                 else:
-                    progress.decoded_bytes = len(raw)
-                if len(raw) > cap:
+                    progress.decoded_bytes = raw_len
+                if raw_len > cap:
                     raise BodyTooLarge(
                         f"body exceeds limit of {cap} bytes (raw)",
                         bytes_read=progress.decoded_bytes,
@@ -542,9 +547,10 @@ class AiohttpFetcher:
         except BodyTooLarge:
             if not truncate:
                 raise
-            body = decoder.partial() if decode else bytes(raw)
-            return bytes(raw), body[:cap], True
-        raw_bytes = bytes(raw)
+            raw_bytes = _joined(chunks)
+            body = decoder.partial() if decode else raw_bytes
+            return raw_bytes, body[:cap], True
+        raw_bytes = _joined(chunks)
         body = decoder.finish() if decode else raw_bytes
         if notes is not None:
             notes.extend(decoder.notes)
@@ -597,3 +603,11 @@ def _media_type(headers: tuple[tuple[str, str], ...]) -> str | None:
         if k.lower() == "content-type":
             return v.split(";", 1)[0].strip().lower() or None
     return None
+
+
+def _joined(chunks: list[bytes]) -> bytes:
+    """The chunks as one ``bytes`` (the only chunk itself, uncopied); empties ``chunks`` so
+    that the pieces are freed as soon as the caller drops the result's other copies."""
+    raw = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    chunks.clear()
+    return raw

@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skitter.status.server import StatusServer
 from skitter.status.source import HostRow, LiveState, StatusSource, Totals
 
 if TYPE_CHECKING:
     from skitter.crawler import Crawler
     from skitter.settings import CrawlSettings
     from skitter.status.cluster_source import ClusterStatus
+    from skitter.status.server import StatusServer
 
 __all__ = [
     "END_FILES",
@@ -119,6 +119,8 @@ async def start_server(
             "the status server on %s can be reached from other machines (no authentication)",
             opts.host,
         )
+    from skitter.status.server import StatusServer  # aiohttp.web: only with --status-port
+
     server = StatusServer(source, opts.host, opts.port, title=title)
     await server.start()
     return server

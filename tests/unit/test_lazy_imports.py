@@ -1,0 +1,81 @@
+"""A plain ``skitter crawl`` (no --frontier redis, no --status-port) must not import the
+optional-mode modules: Redis, the aiohttp status server, the other commands' modules."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+OPTIONAL = (
+    "redis",
+    "aiohttp.web",
+    "skitter.status.server",
+    "skitter.distributed",
+    "skitter.frontier.redis",
+    "skitter.cli.check_links",
+    "skitter.cli.control",
+    "skitter.cli.worker",
+    "skitter.cli.status",
+)
+
+SCRIPT = """
+import json, sys
+from skitter.cli import main
+code = main(sys.argv[1:])
+print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
+"""
+
+
+def _crawl_modules(tmp_path: Path, *flags: str) -> tuple[int, set[str]]:
+    # seed on a closed loopback port: the whole crawl path runs (components, crawler, end
+    # files) and ends with exit code 4 (no seed answered)
+    argv = ["crawl", "http://127.0.0.1:9/", "--out", str(tmp_path / "out"), "--quiet",
+            "--max-pages", "1", "--retries", "0", *flags]  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, *argv], capture_output=True, text=True, timeout=120
+    )
+    last = done.stdout.strip().splitlines()[-1]
+    result = json.loads(last)
+    return int(result["code"]), set(result["modules"])
+
+
+def _optional_loaded(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if any(m == o or m.startswith(o + ".") for o in OPTIONAL))
+
+
+def test_plain_crawl_one_process_imports_no_optional_module(tmp_path: Path) -> None:
+    code, modules = _crawl_modules(tmp_path, "--processes", "1")
+    assert code == 4  # the crawl really ran to its end
+    assert "skitter.crawler" in modules and "skitter.cli.crawl" in modules
+    assert _optional_loaded(modules) == []
+
+
+def test_plain_crawl_many_processes_imports_no_optional_module(tmp_path: Path) -> None:
+    code, modules = _crawl_modules(tmp_path, "--processes", "2")
+    assert code == 4
+    assert "skitter.processes" in modules
+    assert _optional_loaded(modules) == []
+
+
+def test_crawl_help_builds_only_the_crawl_parser() -> None:
+    script = (
+        "import sys\nfrom skitter.cli import main\n"
+        "try:\n    main(['crawl', '--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('skitter.cli.')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert "--max-pages" in done.stdout
+    listed = done.stdout.strip().splitlines()[-1]
+    assert "skitter.cli.check_links" not in listed and "skitter.cli.crawl" in listed
+
+
+def test_top_level_help_still_lists_every_command() -> None:
+    from skitter.cli import COMMANDS, build_parser
+
+    text = build_parser().format_help()
+    for name in COMMANDS:
+        assert name in text
