@@ -7,9 +7,10 @@ the end), has ``--workers`` worker runs publish (skitter.status.cluster.ClusterP
 for ``--hosts`` hosts (each host fetched by one of them, every 50th in backoff), serves a
 ClusterSource with the StatusServer and times over HTTP: the first /api/hosts (the whole
 table read from Redis once, in the background: that answer comes from the rows read so
-far, ``complete: false``), the time until the table is complete (polled every 50 ms), then ``--requests`` each of sorts by fetched, host, backoff_until
-and a search, and the same after 1,000 hosts changed (only those are read again). Also the
-time to publish, and /api/status. Quote ``cat /proc/loadavg`` with the figures.
+far, ``complete: false``), the time until the table is complete (polled every 50 ms), then
+``--requests`` each of sorts by fetched, host, backoff_until and a search, and the same
+after 1,000 hosts changed (only those are read again). Also the time to publish, and
+/api/status. Quote ``cat /proc/loadavg`` with the figures.
 """
 
 from __future__ import annotations
