@@ -99,7 +99,12 @@ async def test_status_of_one_worker_covers_the_cluster(
             assert m[("skitter_queued_urls", ())] + m[("skitter_leased_requests", ())] == 8
             assert m[("skitter_active_hosts", ())] == 4
 
-            page = await get_json(http, status + "api/hosts", sort="host", order="asc")
+            for _ in range(1200):  # the table's first read (in the background) done: bounded
+                page = await get_json(http, status + "api/hosts", sort="host", order="asc")
+                if page["complete"]:
+                    break
+                await asyncio.sleep(0.05)
+            assert page["complete"] and page["hosts_loading"] is None
             rows = {r["host"]: r for r in page["rows"]}
             for h in theirs:  # the hosts the other worker fetched are in this one's table
                 assert rows[h]["fetched"] == 1 and rows[h]["errors"] == 0

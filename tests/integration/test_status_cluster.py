@@ -1,19 +1,23 @@
 """The Redis cluster status (skitter.status.cluster / cluster_source) on a real redis-server:
 two worker runs publish, the source sums them; a batch replayed after a lost reply counts
 once; a run that stops publishing (killed) keeps its last counts; the host table merges
-the workers' rows and is read again only for the hosts that changed."""
+the workers' rows and is read again only for the hosts that changed; the first read of a
+large table runs in the background while /api/hosts answers from the rows read so far."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+import aiohttp
 import pytest
 import redis.asyncio as aioredis
 
 from skitter.status.cluster import ClusterPublisher, stat_key
 from skitter.status.cluster_source import ClusterSource
+from skitter.status.server import StatusServer
 from skitter.status.source import LiveState
 from tests.redis_server import RedisServer
 
@@ -103,3 +107,45 @@ async def test_backoff_and_incremental_host_reads(client: Any) -> None:
     ]
     m = await src.metrics_text()  # a reader that is no worker: the gauges only
     assert "skitter_hosts_in_backoff 0.0" in m
+
+
+async def test_first_hosts_answer_does_not_wait_for_the_whole_table(client: Any) -> None:
+    crawl = "stat-load"
+    a = LiveState(delay_s=0.5)
+    pa = ClusterPublisher(a, client, crawl, 1, interval_s=600)
+    for i in range(3000):
+        rec(a, f"h{i:05d}.test", 200)
+    assert await pa.publish()
+    src = ClusterSource(client, crawl, load_chunk=500)
+    first: list[str] = []
+    got_first, release = asyncio.Event(), asyncio.Event()
+
+    async def hold(hosts: list[str]) -> None:  # the reader stops after its first batch
+        if not first:
+            first.extend(hosts)
+            got_first.set()
+            await release.wait()
+
+    src.after_batch = hold
+    url_args = {"sort": "host", "order": "asc", "per_page": "1000"}
+    async with StatusServer(src, "127.0.0.1", 0) as srv, aiohttp.ClientSession() as http:
+        src.start()
+        await got_first.wait()
+        assert 0 < len(first) < 3000
+        # a host written while the reader is held: read again once the table is whole
+        rec(a, "h02999.test", 503)
+        assert await pa.publish()
+        async with http.get(srv.url + "api/hosts", params=url_args) as r:
+            page = await r.json()
+        assert page["complete"] is False and not src.complete
+        assert page["hosts_loading"] == {"read": len(first), "of": 3000}
+        assert page["total"] == page["hosts_total"] == len(first)
+        assert [row["host"] for row in page["rows"]] == sorted(first)[:1000]
+        release.set()
+        assert await src.wait_loaded() >= 3000  # an HSCAN may return a row twice
+        async with http.get(srv.url + "api/hosts", params={**url_args, "page": "3"}) as r:
+            page = await r.json()
+        assert page["complete"] is True and page["hosts_loading"] is None
+        assert page["total"] == page["hosts_total"] == 3000
+        last = page["rows"][-1]
+        assert (last["host"], last["fetched"], last["last_error"]) == ("h02999.test", 2, "503")

@@ -8,6 +8,11 @@ Redis frontier, hosts in backoff counted in Redis, and the per-host table kept i
 refreshed with only the hosts changed since the last read (one ``ZRANGEBYSCORE`` on a
 change index, then ``HMGET`` of those hosts).
 
+The first read of the table (100,000 hosts: about a second of CPU) runs in the background
+from :meth:`ClusterSource.start` (``HSCAN`` in batches of :data:`LOAD_CHUNK`): meanwhile
+``/api/hosts`` answers at once from the rows read so far with ``complete: false`` and
+``hosts_loading: {"read": N, "of": M}``.
+
 ``/metrics`` on a worker exports THIS worker run's own counters and histogram (so that
 Prometheus's ``sum()`` over the scraped workers counts every fetch once) and the frontier
 gauges of the cluster (the same value on every worker: aggregate them with ``max()``).
@@ -16,6 +21,7 @@ gauges of the cluster (the same value on every worker: aggregate them with ``max
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections import Counter
@@ -32,6 +38,10 @@ log = logging.getLogger("skitter")
 
 #: Hosts read per ``HMGET`` while catching up with the change index.
 CHUNK = 2000
+
+#: Hosts asked per ``HSCAN`` while reading the whole table the first time (one batch is
+#: parsed without yielding the event loop: about 50 ms of CPU).
+LOAD_CHUNK = 5000
 
 _SUMMED = ("fetched", "ok", "errors", "bytes", "robots_disallowed")
 _BREAKDOWNS = ("by_status_class", "by_status", "by_error", "by_content_type")
@@ -70,6 +80,11 @@ class ClusterSource:
             its frontier counts callable, when attached, gives queued/leased/hosts); None
             reads the frontier counts from Redis directly (a reader that is no worker).
         target: records the crawl ends at (--max-pages), when known.
+        load_chunk: hosts asked per ``HSCAN`` of the first read (a hint to Redis).
+
+    Attributes:
+        after_batch: None, or an async callable awaited with the hosts of each batch of the
+            first read once they are in the table (a hook: a test holds the reader there).
 
     Raises (from the methods): ``redis.exceptions.RedisError`` when Redis fails.
     """
@@ -81,6 +96,7 @@ class ClusterSource:
         live: LiveState | None = None,
         *,
         target: int | None = None,
+        load_chunk: int = LOAD_CHUNK,
     ) -> None:
         self.client = client
         self.crawl_id = crawl_id
@@ -89,9 +105,16 @@ class ClusterSource:
         self.target = target
         self._rows: dict[str, HostRow] = {}
         self._ver = 0.0
-        self._sorted: tuple[tuple[str, str, str], list[HostRow]] | None = None
+        self._sorted: tuple[tuple[str, str, str, int], list[HostRow]] | None = None
+        self._gen = 0  # bumped whenever rows change: the sorted cache's validity
         self._lock = asyncio.Lock()
         self._counts: Callable[[], Awaitable[tuple[int, int, int]]] | None = None
+        self.load_chunk = load_chunk
+        self.after_batch: Callable[[list[str]], Awaitable[None]] | None = None
+        self._loaded = False  # the whole table has been read once
+        self._background = False  # start() called: the first read runs in a task
+        self._load_task: asyncio.Task[int] | None = None
+        self._expected = 0  # hosts in the table when the first read began
 
     async def _frontier_counts(self) -> tuple[int, int, int]:
         counts = self.live._counts if self._own_counts else None
@@ -159,10 +182,78 @@ class ClusterSource:
         :meth:`refresh` (the server calls :meth:`host_page`, which refreshes first)."""
         return list(self._rows.values())
 
+    @property
+    def complete(self) -> bool:
+        """True once the whole host table has been read (later reads are changes only)."""
+        return self._loaded
+
+    def start(self) -> None:
+        """Begin the first read of the host table in a background task (call with the event
+        loop running; again after a failed read to retry it). Until it ends,
+        :meth:`host_page` answers from the rows read so far."""
+        self._background = True
+        if self._loaded or (self._load_task is not None and not self._load_task.done()):
+            return
+        self._load_task = asyncio.create_task(self._load_bg(), name="status-hosts-load")
+
+    async def wait_loaded(self) -> int:
+        """Wait for the background first read (see :meth:`start`); returns the rows it read
+        (0 when it failed: then :attr:`complete` stays false)."""
+        if self._load_task is None:
+            return 0
+        return await asyncio.shield(self._load_task)
+
+    async def stop(self) -> None:
+        """Cancel a background first read still running (see :meth:`start`)."""
+        task, self._load_task = self._load_task, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _load_bg(self) -> int:
+        try:
+            async with self._lock:
+                return 0 if self._loaded else await self._load()
+        except Exception as exc:  # a Redis error: logged; the next host_page retries
+            log.warning("status: reading the host table from Redis failed: %s", exc)
+            return 0
+
+    async def _load(self) -> int:
+        """Read every host row (``HSCAN`` batches, yielding between them), then move the
+        change cursor to the version read BEFORE the scan: a host written during the scan
+        has a later version, so the next :meth:`refresh` reads it again. Returns the rows
+        read (a row may come twice: the table is a dict)."""
+        _, skew = await self._skew()
+        pipe = self.client.pipeline(transaction=False)
+        pipe.get(stat_key(self.crawl_id, "ver"))
+        pipe.hlen(stat_key(self.crawl_id, "h"))
+        ver, self._expected = await pipe.execute()
+        key, cursor, n = stat_key(self.crawl_id, "h"), 0, 0
+        while True:  # bounded: a full HSCAN iteration ends with cursor 0
+            cursor, got = await self.client.hscan(key, cursor, count=self.load_chunk)
+            for host, raw in got.items():
+                self._rows[host] = row_of(host, raw, skew)
+            n += len(got)
+            self._gen += 1
+            if self.after_batch is not None:
+                await self.after_batch(list(got))
+            if int(cursor) == 0:
+                break
+        self._ver = float(ver or 0)
+        self._loaded = True
+        return n
+
     async def refresh(self) -> int:
-        """Read the hosts changed since the last call (all of them the first time); returns
-        how many were read."""
+        """Read the hosts changed since the last call (all of them the first time, or wait
+        for the background first read: see :meth:`start`); returns how many were read."""
+        if not self._loaded and self._load_task is not None and not self._load_task.done():
+            n = await self.wait_loaded()
+            if self._loaded:
+                return n
         async with self._lock:
+            if not self._loaded:
+                return await self._load()
             _, skew = await self._skew()
             chg, rows = stat_key(self.crawl_id, "chg"), stat_key(self.crawl_id, "h")
             n = 0
@@ -178,6 +269,7 @@ class ClusterSource:
                     if raw is not None:
                         self._rows[host] = row_of(host, raw, skew)
                 n += len(hosts)
+                self._gen += 1
                 self._ver = float(got[-1][1])  # versions are unique: a cursor
                 if len(got) < CHUNK:
                     return n
@@ -186,17 +278,26 @@ class ClusterSource:
         self, sort: str, order: str, q: str, page: int, per_page: int
     ) -> dict[str, Any]:
         """One page of the host table (:func:`skitter.status.server.host_page`), after
-        :meth:`refresh`.
+        :meth:`refresh`; while the background first read runs (:meth:`start`), at once
+        from the rows read so far, with ``complete`` false and ``hosts_loading``.
 
         Raises:
             skitter.status.server.BadQuery: a bad sort, order, page or per_page.
         """
         check_page(page, per_page)
-        key = (sort, order, q)
-        if await self.refresh() or self._sorted is None or self._sorted[0] != key:
+        loading: dict[str, int] | None = None
+        if self._loaded or not self._background:
+            await self.refresh()
+        if not self._loaded:  # reading in the background (restarted if it failed)
+            self.start()
+            read = len(self._rows)
+            loading = {"read": read, "of": max(read, int(self._expected))}
+        key = (sort, order, q, self._gen)
+        if self._sorted is None or self._sorted[0] != key:
             # sorted once per change of the rows or of the query; its pages are slices
             self._sorted = (key, sort_hosts(list(self._rows.values()), sort, order, q))
-        return page_of(self._sorted[1], len(self._rows), sort, order, q, page, per_page)
+        rows = self._sorted[1]
+        return page_of(rows, len(self._rows), sort, order, q, page, per_page, loading)
 
     async def metrics_text(self) -> str:
         """See :meth:`~skitter.status.source.StatusSource.metrics_text`: this worker run's
@@ -241,6 +342,7 @@ class ClusterStatus:
             return
         client, crawl_id = frontier.client, frontier.crawl_id
         self.source = ClusterSource(client, crawl_id, self.live, target=self.target)
+        self.source.start()  # the host table read in the background: the page answers now
         self.publisher = ClusterPublisher(
             self.live, client, crawl_id, frontier.worker_id, interval_s=self.interval_s
         )
@@ -248,6 +350,8 @@ class ClusterStatus:
 
     async def close(self, state: str) -> None:
         """Publish the final snapshot (``state``: finished or stopped) and stop."""
+        if self.source is not None:
+            await self.source.stop()
         if self.publisher is not None:
             await self.publisher.close(state)
 

@@ -119,8 +119,11 @@ def page_of(
     q: str,
     page: int,
     per_page: int,
+    loading: dict[str, int] | None = None,
 ) -> dict[str, Any]:
-    """The :func:`host_page` answer for ``rows`` already filtered and sorted."""
+    """The :func:`host_page` answer for ``rows`` already filtered and sorted; ``loading``
+    (``{"read": N, "of": M}`` hosts) when the table is still being read (``complete``
+    false), None when it is whole."""
     total = len(rows)
     start = (page - 1) * per_page
     return {
@@ -133,6 +136,8 @@ def page_of(
         "order": order,
         "q": q,
         "rows": [r.to_dict() for r in rows[start : start + per_page]],
+        "complete": loading is None,
+        "hosts_loading": loading,
     }
 
 

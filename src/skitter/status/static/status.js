@@ -84,7 +84,9 @@
 
   function renderHosts(h) {
     view.pages = h.pages;
-    $("hosts-count").textContent = `${fmt(h.total)} shown of ${fmt(h.hosts_total)}`;
+    $("hosts-count").textContent = h.hosts_loading  // a Redis crawl's table still being read
+      ? `loading ${fmt(h.hosts_loading.read)} of ${fmt(h.hosts_loading.of)} hosts · ${fmt(h.total)} shown`
+      : `${fmt(h.total)} shown of ${fmt(h.hosts_total)}`;
     $("pageinfo").textContent = `page ${h.page} of ${h.pages}`;
     $("prev").disabled = h.page <= 1; $("next").disabled = h.page >= h.pages;
     const body = $("hosts-body");
