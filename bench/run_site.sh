@@ -21,6 +21,7 @@
 # a measured command still running by its process group; the served site is only read.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/bench_lib.sh  # stop_child (die, run and measure: this script's own, below)
 SHARED=${SHARED_BENCH:-../shared/bench}
 ROOT=${BENCH_SITE_ROOT:-/usr/share/doc/rust-doc/html}
 PORT=${BENCH_SITE_PORT:-8090}; RUNS=${BENCH_SITE_RUNS:-${BENCH_RUNS:-2}}; KEEP=${BENCH_KEEP:-0}
@@ -63,20 +64,6 @@ flock -n 9 || die "another benchmark is running (lock bench/results/.lock)"
 
 # ---------------------------------------------------------------- cleanup, always
 child=""; work=""; nginx_pid=""
-stop_child() {
-  [ -n "$child" ] || return 0
-  if kill -0 "$child" 2>/dev/null; then
-    echo "bench-site: stopping process group $child" >&2
-    # INT (a crawler's graceful stop), then TERM (INT is ignored when started in the background
-    # of a non-interactive shell), then KILL, to the whole process group
-    for sig in INT TERM; do
-      kill "-$sig" -- "-$child" 2>/dev/null || kill "-$sig" "$child" 2>/dev/null || true
-      for _ in $(seq 25); do kill -0 "$child" 2>/dev/null || break; sleep 0.2; done
-    done
-    kill -KILL -- "-$child" 2>/dev/null || true
-  fi
-  child=""
-}
 exec 7>&1 8>&2
 cleanup() {
   local rc=$?
