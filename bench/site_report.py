@@ -153,7 +153,7 @@ def checks(
     if label.startswith("skitter"):
         rep_file = rdir / (r["stem"] + ".report.json")
         rep = json.loads(rep_file.read_text()) if rep_file.exists() else {}
-        if rep.get("stop_reason") != "finished":
+        if rep.get("stop_reason") not in ("done", "finished"):  # "done": a finished crawl
             problems.append(f"report.json stop_reason {rep.get('stop_reason')!r}")
         pj = rdir / (r["stem"] + ".pages.json")
         counts = json.loads(pj.read_text()) if pj.exists() else {}
