@@ -21,7 +21,7 @@
 # a measured command still running by its process group; the served site is only read.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-. bench/bench_lib.sh  # stop_child (die, run and measure: this script's own, below)
+. bench/bench_lib.sh  # stop_child, snapshot_src (die, run and measure: this script's own)
 SHARED=${SHARED_BENCH:-../shared/bench}
 ROOT=${BENCH_SITE_ROOT:-/usr/share/doc/rust-doc/html}
 PORT=${BENCH_SITE_PORT:-8090}; RUNS=${BENCH_SITE_RUNS:-${BENCH_RUNS:-2}}; KEEP=${BENCH_KEEP:-0}
@@ -146,14 +146,7 @@ env http_proxy="http://127.0.0.1:$PORT/" no_proxy= wget -q -e use_proxy=on -O /d
   die "nginx does not serve ${START}index.html (see $SITE/error.log)"
 
 # ---------------------------------------------------------------- Skitter snapshot, machine
-SKITTER_SRC=$(pwd)/src
-if [ "${BENCH_SNAPSHOT:-1}" = 1 ]; then
-  mkdir -p "$rdir/skitter-src"
-  tar -C src --exclude=__pycache__ -cf - skitter | tar -C "$rdir/skitter-src" -xf -
-  SKITTER_SRC=$(cd "$rdir/skitter-src" && pwd)
-fi
-got=$(env PYTHONPATH="$SKITTER_SRC" "$SKITTER_PY" -c 'import skitter; print(skitter.__file__)')
-[ "$got" = "$SKITTER_SRC/skitter/__init__.py" ] || die "skitter imports from $got, not $SKITTER_SRC"
+snapshot_src  # SKITTER_SRC (bench_lib.sh)
 commit=$(git describe --always --dirty 2>/dev/null || echo unknown)
 src_sha=$(cd "$SKITTER_SRC" && find skitter -name '*.py' -print0 | sort -z | xargs -0 sha1sum | sha1sum | cut -c1-12)
 python3 - "$rdir/machine.json" "$commit" "$src_sha" "$ROOT" "$START" <<'EOF'
