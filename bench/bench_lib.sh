@@ -1,7 +1,8 @@
 # Shell functions shared by the benchmarks that crawl the shared synthetic web
 # (bench/run_bench.sh, bench/run_redis_bench.sh; bench/run_site.sh takes stop_child and
 # snapshot_src). Sourced, from the repository root, after setting: SHARED (../shared/bench,
-# absolute), SKITTER_PY; and, before calling them, rdir (the results folder), SITE (the generated site), child="" (the measured process group).
+# absolute), SKITTER_PY; and, before calling them, rdir (the results folder), SITE (the
+# generated site), child="" (the measured process group).
 
 die() { echo "bench: $*" >&2; exit 1; }
 
