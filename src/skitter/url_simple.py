@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["is_serialized", "resolve_simple"]
+__all__ = ["is_serialized", "path_start", "resolve_simple"]
 
 # Code points a path, query or fragment keeps as they are in the WHATWG serialisation of a
 # special URL (outside every percent-encode set used there): ASCII alphanumerics and
@@ -34,15 +34,57 @@ _SIMPLE_REF_RE = re.compile(rf"({_PATH}*)(\?{_REST}*)?(#{_REST}*)?\Z")
 _LABEL = r"(?!xn--)[a-z0-9\-]+"
 _HOST = rf"(?:{_LABEL}\.)*(?!xn--)[a-z][a-z0-9\-]*"
 # A port kept as written: no leading zero, at most 5 digits (range checked in code).
-_PORT = r"(?::([1-9][0-9]{0,4}))?"
-_SERIALIZED_RE = re.compile(rf"(https?)://{_HOST}{_PORT}(/{_PATH}*)(\?{_REST}*)?(#{_REST}*)?\Z")
+_ORIGIN_RE = re.compile(rf"(https?)://{_HOST}(?::([1-9][0-9]{{0,4}}))?\Z")
+#: What follows the authority of a serialised URL: path, optional query and fragment.
+_TAIL_RE = re.compile(rf"/{_PATH}*(?:\?{_REST}*)?(?:#{_REST}*)?\Z")
 
 _DEFAULT_PORT = {"http": "80", "https": "443"}
 
+#: Verdicts of :func:`_plain_origin` by ``scheme://authority``; hosts repeat, so this stays
+#: small (cleared when it reaches the limit).
+_ORIGINS: dict[str, bool] = {}
+_ORIGINS_MAX = 4096
+
+
+def _plain_origin(origin: str) -> bool:
+    """Whether ``origin`` (``scheme://host[:port]``) is serialised as written (see
+    :func:`is_serialized`)."""
+    ok = _ORIGINS.get(origin)
+    if ok is None:
+        m = _ORIGIN_RE.match(origin)
+        port = None if m is None else m.group(2)
+        ok = m is not None and (
+            port is None or (port != _DEFAULT_PORT[m.group(1)] and int(port) <= 65535)
+        )
+        if len(_ORIGINS) >= _ORIGINS_MAX:
+            _ORIGINS.clear()
+        _ORIGINS[origin] = ok
+    return ok
+
 
 def _has_dot_segment(path: str) -> bool:
-    """Whether ``path`` (starting with "/") has a "." or ".." segment."""
+    """Whether ``path`` (starting with "/", no query or fragment) has a "." or ".." segment."""
     return "/." in path and any(s in (".", "..") for s in path.split("/"))
+
+
+def path_start(url: str) -> int:
+    """Index of the "/" that starts the path of ``url`` when :func:`is_serialized` holds,
+    else -1 (``url[:i]`` is then the origin, ``scheme://host[:port]``)."""
+    if url.startswith("http://"):
+        p = url.find("/", 7)
+    elif url.startswith("https://"):
+        p = url.find("/", 8)
+    else:
+        return -1
+    if p < 0 or not _plain_origin(url[:p]) or _TAIL_RE.match(url, p) is None:
+        return -1
+    if "/." in url:
+        q = url.find("?", p)
+        h = url.find("#", p)
+        end = min(i for i in (q, h, len(url)) if i >= 0)
+        if _has_dot_segment(url[p:end]):
+            return -1
+    return p
 
 
 def is_serialized(url: str) -> bool:
@@ -60,13 +102,7 @@ def is_serialized(url: str) -> bool:
         True when parsing ``url`` (WHATWG URL Standard, basic URL parser) would give back
         ``url`` unchanged. Never raises.
     """
-    m = _SERIALIZED_RE.match(url)
-    if m is None:
-        return False
-    scheme, port, path = m.group(1), m.group(2), m.group(3)
-    if port is not None and (port == _DEFAULT_PORT[scheme] or int(port) > 65535):
-        return False
-    return not _has_dot_segment(path)
+    return path_start(url) >= 0
 
 
 def _remove_dot_segments(path: str) -> str:

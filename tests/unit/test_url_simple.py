@@ -92,3 +92,26 @@ def test_what_is_not_simple_is_left_to_the_parser() -> None:
     assert resolve_simple("http://h.test/", "/a%2e/") is None
     assert resolve_simple("http://h.test/", "/a b") is None
     assert resolve_simple("http://h.test/", "/a?it's") is None
+
+
+_QUERIES = ["", "?", "?a=1", "?sid=2", "?a=1&PHPSESSID=x", "?jsessionid", "?x=sid=1", "?a&b="]
+_FRAGMENTS = ["", "#", "#s2", "#a?b"]
+_PATHS = ["/", "/a/b.html", "/a;jsessionid=1/b", "/a;x=1", "/.;sid=2/x", "/a/./b", "/A%2e"]
+
+
+@given(
+    st.sampled_from(["http", "https"]),
+    st.sampled_from(_HOSTS[:2] * 6 + _HOSTS),
+    st.sampled_from(_PORTS),
+    st.sampled_from(_PATHS),
+    st.sampled_from(_QUERIES),
+    st.sampled_from(_FRAGMENTS),
+)
+@settings(max_examples=1000, deadline=None)
+def test_canonical_of_a_plain_url_is_the_parsed_one(
+    scheme: str, host: str, port: str, path: str, query: str, fragment: str
+) -> None:
+    from skitter.urls import _canonicalize_parsed, canonicalize_with_host
+
+    url = f"{scheme}://{host}{port}{path}{query}{fragment}"
+    assert canonicalize_with_host(url) == _canonicalize_parsed(url), url
