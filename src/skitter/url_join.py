@@ -222,7 +222,12 @@ def _base_prefix(base: str) -> str | None:
     p = base.find("/", start)
     if p < 0:
         return None
-    prefix = base[:p]
+    return _serialized_prefix(base[:p])
+
+
+@lru_cache(maxsize=1024)
+def _serialized_prefix(prefix: str) -> str | None:
+    """:func:`_base_prefix` of the ``scheme://host[:port]`` part (one parse per origin)."""
     if _PLAIN_PREFIX_RE.match(prefix) is None:
         return None
     # The base is valid: the path, query and fragment after the prefix cannot make a

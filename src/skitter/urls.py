@@ -257,6 +257,10 @@ def fingerprint(canonical_url: str) -> int:
 
 def _host_of(url: str) -> tuple[str, str]:
     """(scheme, host[:port]) of ``url``: the WHATWG serialisation, trailing dots removed."""
+    p = path_start(url)
+    if p >= 0:  # a plain serialised URL (skitter.url_simple): no parse needed
+        s = url.find("://")
+        return url[:s], url[s + 3 : p]
     parsed = _parse(url)
     if parsed is None:
         raise ValueError(f"invalid URL: {url!r}")

@@ -115,3 +115,24 @@ def test_canonical_of_a_plain_url_is_the_parsed_one(
 
     url = f"{scheme}://{host}{port}{path}{query}{fragment}"
     assert canonicalize_with_host(url) == _canonicalize_parsed(url), url
+
+
+@given(
+    st.sampled_from(["http", "https"]),
+    st.sampled_from(_HOSTS[:2] * 6 + _HOSTS),
+    st.sampled_from(_PORTS),
+    st.sampled_from(_PATHS),
+    st.sampled_from(_QUERIES),
+)
+@settings(max_examples=500, deadline=None)
+def test_host_key_and_origin_of_a_plain_url_are_the_parsed_ones(
+    scheme: str, host: str, port: str, path: str, query: str
+) -> None:
+    from skitter import urls
+
+    url = f"{scheme}://{host}{port}{path}{query}"
+    parsed = urls._parse(url)
+    if parsed is None or not urls._strip_host_dots(str(parsed.host)).strip(":"):
+        return
+    want = str(parsed.protocol)[:-1], urls._strip_host_dots(str(parsed.host))
+    assert urls._host_of(url) == want, url
