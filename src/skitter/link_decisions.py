@@ -30,7 +30,7 @@ async def decide_links(
     links.tsv rows (as their 7 fields, see :func:`format_rows`) and their decision
     counts. Runs for every link: kept lean."""
     c = ctx.components
-    decide = c.scope.decide
+    decide_page = c.scope.decide_page
     admit = ctx.traps.admit
     # sharded: each queued URL's owner, found once (trap budgets are the owner's)
     owner_of = ctx.peers.owner_of_url
@@ -53,11 +53,14 @@ async def decide_links(
     page_nofollow = page.nofollow
     dups = ctx.dups
     cut = dups.cut_hosts if dups is not None else None
-    for i, link in enumerate(page.links):
+    links = page.links
+    judged = decide_page(
+        [(link.url, link.nofollow or page_nofollow) for link in links],
+        depth=child_depth,
+        is_seed_page=is_seed_page,
+    )
+    for link, (decision, canon) in zip(links, judged, strict=True):
         nofollow = link.nofollow or page_nofollow
-        decision, canon = decide(
-            link.url, depth=child_depth, nofollow=nofollow, index=i, is_seed_page=is_seed_page
-        )
         check_only = False
         if check is not None and canon is not None:
             co = check(decision.value, canon, link.kind)
