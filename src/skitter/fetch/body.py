@@ -212,8 +212,7 @@ async def read_chunk(
             raise aiohttp.SocketTimeoutError("Timeout on reading data from socket")
         if failure is not None:
             raise ProtocolError(
-                f"bad body framing: {short(str(failure))} "
-                f"({progress.raw_bytes} body bytes read)",
+                f"bad body framing: {short(str(failure))} ({progress.raw_bytes} body bytes read)",
                 bytes_read=progress.decoded_bytes,
             )
         if waited >= idle_s:
