@@ -17,7 +17,7 @@ from aiohttp import web
 from skitter.crawler import Crawler
 from skitter.report import read_output
 from skitter.report.data import ReportData
-from tests.integration.site import Site, settings_for
+from tests.integration.site import Site, redirect, settings_for, text
 
 WWW = "www.example.test"
 
@@ -26,6 +26,7 @@ async def grow(request: web.Request) -> web.StreamResponse:
     """Pages that link deeper and deeper (trap drops), to a sibling and back home (seen)."""
     depth = request.path.count("/")
     body = f'<a href="x/">x</a> <a href="a/b/">ab</a> <a href="s{depth}/">s</a> <a href="/">h</a>'
+    body += '<a href="/g/r/">r</a>'
     return web.Response(text=body, content_type="text/html")
 
 
@@ -66,15 +67,29 @@ def assert_both_ways(out: Path, cap: int = 1000) -> None:
 
 async def test_link_figures_from_checkpoint_equal_the_file(site: Site, tmp_path: Path) -> None:
     site.fallback(WWW, grow)
+    sitemap = '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+    sitemap += f"<url><loc>{site.url(WWW, '/m/')}</loc></url><url><loc>http://else.test/</loc>"
+    site.route(WWW, "/robots.txt", text(f"Sitemap: {site.url(WWW, '/sm.xml')}\n"))
+    site.route(WWW, "/sm.xml", text(sitemap + "</url></urlset>", content_type="application/xml"))
+    site.route(WWW, "/g/r/", redirect("/g/"))  # a redirect row ("redirect" kind)
     out = tmp_path / "out"
-    settings = settings_for(site, out, [site.url(WWW, "/g/")], max_pages=12, scope_max_path_depth=5)
+    settings = settings_for(
+        site,
+        out,
+        [site.url(WWW, "/g/")],
+        max_pages=12,
+        scope_max_path_depth=5,
+        quality_sitemaps="robots",
+    )
     async with Crawler.from_settings(settings) as crawler:
         await crawler.run()
     assert_both_ways(out)
     async with Crawler.from_settings(replace(settings, max_pages=None, resume=True)) as crawler:
         await crawler.run()
     counts, total, _ = line_by_line(out, 0)
-    assert {"queued", "seen", "trap"} <= set(counts) and total > 3
+    assert {"queued", "seen", "trap", "scope"} <= set(counts) and total > 3
+    kinds = Counter(ln.split(b"\t")[4] for ln in (out / "links.tsv").read_bytes().splitlines())
+    assert kinds[b"sitemap"] == 2 and kinds[b"redirect"] >= 1
     cp = json.loads((out / "checkpoint.json").read_text())
     assert cp["links_offset"] == (out / "links.tsv").stat().st_size  # the final checkpoint
     assert_both_ways(out)
