@@ -433,7 +433,8 @@ class AiohttpFetcher:
         complete = False
         try:
             progress.phase = "body"
-            headers = tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers)
+            raw_headers = resp.raw_headers
+            headers = tuple([(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw_headers])
             notes: list[str] = []
             keep = progress.keep_body
             if keep is not None and not keep(resp.status, headers):
