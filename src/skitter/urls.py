@@ -19,6 +19,7 @@ from skitter.url_join import _authority_start, _parse, _parse_href
 from skitter.url_join import _clean_input as _clean_input
 from skitter.url_join import _join as _join
 from skitter.url_join import join as join
+from skitter.url_simple import is_serialized
 
 __all__ = [
     "canonicalize",
@@ -92,7 +93,7 @@ def _strip_query_sessions(query: str) -> str:
 
 def _canon_once(url: str) -> tuple[str, str, bool] | None:
     """One canonicalisation pass: (canonical, host key, path session ids were removed)."""
-    href = _parse_href(url)
+    href = url if is_serialized(url) else _parse_href(url)
     if href is None:
         return None
     start = _authority_start(href)
