@@ -15,8 +15,10 @@ import pytest
 from aiohttp import web
 
 from skitter.crawler import Crawler
-from skitter.report import read_output
+from skitter.report import TABLE_CAP, read_output, render
 from skitter.report.data import ReportData
+from skitter.status.metrics import CrawlMetrics
+from skitter.status.session import write_end_files
 from tests.integration.site import Site, redirect, settings_for, text
 
 WWW = "www.example.test"
@@ -94,6 +96,11 @@ async def test_link_figures_from_checkpoint_equal_the_file(site: Site, tmp_path:
     assert cp["links_offset"] == (out / "links.tsv").stat().st_size  # the final checkpoint
     assert_both_ways(out)
     assert_both_ways(out, cap=2)  # the trap rows stop at the cap; the total does not
+    # the end files read pages.jsonl once for both: the same as each read on its own
+    write_end_files(out)
+    assert (out / "metrics.prom").read_text() == CrawlMetrics.from_output(out).text()
+    want = render(read_output(out, TABLE_CAP), title=out.resolve().name)
+    assert (out / "report.html").read_text(encoding="utf-8") == want
     # a kill -9 leaves rows past the last checkpoint (and maybe half a row): counted too
     rows = (out / "links.tsv").read_bytes().splitlines(keepends=True)[1:]
     trap = next(r for r in rows if r.endswith(b"\ttrap\n"))
@@ -127,3 +134,10 @@ def test_scan_in_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     counts, total, traps = line_by_line(tmp_path, 30)
     assert counts["scope"] == 100 and counts["no tab at all"] == 1 and total == 75
     assert figures(read_output(tmp_path, 30)) == (dict(counts), total, traps)
+
+
+def test_end_files_without_pages(tmp_path: Path) -> None:
+    """No pages.jsonl: metrics.prom is written all the same, report.html is not (a warning)."""
+    write_end_files(tmp_path)
+    assert "skitter_fetches" in (tmp_path / "metrics.prom").read_text()
+    assert not (tmp_path / "report.html").exists()

@@ -15,6 +15,7 @@ import contextlib
 import json
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -123,8 +124,11 @@ class ReportData:
         return out
 
 
-def read_output(out_dir: str | Path, cap: int = 1000) -> ReportData:
-    """Read a crawl's output folder (see the module doc); tables keep ``cap`` rows each.
+def read_output(
+    out_dir: str | Path, cap: int = 1000, on_row: Callable[[dict[str, Any]], None] | None = None
+) -> ReportData:
+    """Read a crawl's output folder (see the module doc); tables keep ``cap`` rows each;
+    ``on_row`` is also given every pages.jsonl row (one pass for other readers).
 
     Raises:
         FileNotFoundError: the folder has no pages.jsonl.
@@ -143,6 +147,8 @@ def read_output(out_dir: str | Path, cap: int = 1000) -> ReportData:
                 continue  # a crash-cut last line
             if isinstance(row, dict):
                 d.add_row(row)
+                if on_row is not None:
+                    on_row(row)
     _read_links(out, d)
     with contextlib.suppress(OSError, ValueError):
         rep = json.loads((out / "report.json").read_text(encoding="utf-8"))

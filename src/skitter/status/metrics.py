@@ -204,11 +204,12 @@ class CrawlMetrics:
         return m
 
     @classmethod
-    def from_output(cls, out_dir: str | os.PathLike[str]) -> CrawlMetrics:
+    def from_output(cls, out_dir: str | os.PathLike[str], *, rows: bool = True) -> CrawlMetrics:
         """Rebuild the counters from an output folder: pages.jsonl rows, and the link and
         robots decisions of report.json (``totals.by_decision``, ``totals.robots_disallowed``,
         the ``allowed`` counts of ``robots``).
-        A truncated last line (a crash) is skipped; missing files count as empty.
+        A truncated last line (a crash) is skipped; missing files count as empty. With
+        ``rows`` False pages.jsonl is not read (the caller feeds :meth:`observe_row`).
         """
         out = Path(out_dir)
         report: dict[str, Any] = {}
@@ -222,7 +223,9 @@ class CrawlMetrics:
                 int(v.get("allowed", 0) or 0) for v in per_origin.values() if isinstance(v, dict)
             )
         return cls.from_rows(
-            iter_rows(out / "pages.jsonl"), dict(totals.get("by_decision", {})), robots
+            iter_rows(out / "pages.jsonl") if rows else (),
+            dict(totals.get("by_decision", {})),
+            robots,
         )
 
 
