@@ -537,6 +537,7 @@ class Worker:
             decisions.update(new_decisions)
         # the focus port counts and saves the response (before its record: crash-safe)
         dropped = c.focus.outcome(req, resp, self.ctx.stats.by_focus)
+        etag, last_modified = resp.header("etag"), resp.header("last-modified")
         rec = PageRecord(
             url=req.requested_url,
             final_url=req.url,
@@ -554,8 +555,8 @@ class Worker:
             duplicate=dup.kind if (dup := verdict and verdict.duplicate) else None,
             duplicate_of=dup.of if dup else None,
             simhash=verdict.simhash if verdict is not None else None,
-            etag=resp.header("etag"),
-            last_modified=resp.header("last-modified"),
+            etag=etag,
+            last_modified=last_modified,
         )
         # no await between these writes: the page's rows and record land together
         if c.anchors is not None and page is not None:
@@ -572,8 +573,8 @@ class Worker:
             lease,
             not_before=not_before,
             status=resp.status,
-            etag=resp.header("etag"),
-            last_modified=resp.header("last-modified"),
+            etag=etag,
+            last_modified=last_modified,
         )
         if self.ctx.hooks.on_page is not None:
             await call_hook(self.ctx.hooks, "on_page", rec.url, rec, resp, page)

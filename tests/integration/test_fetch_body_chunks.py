@@ -12,7 +12,7 @@ from aiohttp.test_utils import TestServer
 
 from skitter.errors import BodyTooLarge
 from skitter.fetch import AiohttpFetcher
-from skitter.fetch.aiohttp import _joined
+from skitter.fetch.body import joined as _joined
 from skitter.models import Request
 from skitter.settings import FetchSettings
 

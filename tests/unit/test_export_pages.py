@@ -108,6 +108,32 @@ def test_iso_utc() -> None:
     assert iso_utc(0) == "1970-01-01T00:00:00.000Z"
     assert iso_utc(1714564800.1234) == "2024-05-01T12:00:00.123Z"
     assert iso_utc(1714564800.9999) == "2024-05-01T12:00:00.999Z"
+    # the same text as the strftime spelling it replaced (milliseconds truncated, never rounded)
+    import random
+    from datetime import UTC, datetime
+
+    rng = random.Random(16)
+    for t in [0.0, 0.0005, 59.9996, 951782399.9999] + [rng.uniform(0, 4e9) for _ in range(2000)]:
+        dt = datetime.fromtimestamp(t, tz=UTC)
+        assert iso_utc(t) == dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+
+
+def test_lines_are_json_dumps_of_the_record(tmp_path: Path) -> None:
+    """pages.jsonl lines are ``json.dumps`` with the compact options, non-ASCII kept, lone
+    surrogates escaped (one shared encoder, not one per record)."""
+    import json
+
+    for url in ("http://a.test/ü€😀", "http://a.test/\udc80"):
+        rec = record(url=url, final_url=url, etag='W/"x"')
+        with PagesWriter(tmp_path / f"{len(url)}.jsonl") as w:
+            w.write(rec)
+        line = (tmp_path / f"{len(url)}.jsonl").read_bytes()
+        opts: dict[str, object] = {"separators": (",", ":")}
+        try:
+            want = json.dumps(rec.to_dict(), ensure_ascii=False, **opts).encode() + b"\n"
+        except UnicodeEncodeError:
+            want = json.dumps(rec.to_dict(), ensure_ascii=True, **opts).encode() + b"\n"
+        assert line == want
 
 
 def test_offset_append_and_one_write_per_record(

@@ -61,8 +61,8 @@ def iso_utc(epoch_s: float) -> str:
     Raises:
         ValueError / OverflowError: ``epoch_s`` is not finite or out of datetime's range.
     """
-    dt = datetime.fromtimestamp(epoch_s, tz=UTC)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+    # isoformat truncates to milliseconds as ``microsecond // 1000`` would (2x strftime's speed)
+    return datetime.fromtimestamp(epoch_s, tz=UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
 
 
 @dataclass(slots=True)
@@ -143,8 +143,13 @@ class PageRecord:
         return d
 
 
+#: ``json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)`` without
+#: building an encoder per call (what dumps does when given options).
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+
 def _encode_line(obj: dict[str, Any]) -> bytes:
-    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = _ENCODE(obj)
     try:
         return text.encode("utf-8") + b"\n"
     except UnicodeEncodeError:

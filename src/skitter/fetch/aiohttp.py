@@ -12,8 +12,8 @@ Deadlines (all in seconds, from :class:`~skitter.settings.FetchSettings`):
 
 Bodies are read chunk by chunk and decoded as they arrive by
 :class:`~skitter.fetch.decode.ContentDecoder` with a cap on the decoded size (case C13); the
-raw (encoded) size is capped at the same number. Going over aborts the connection (it is
-closed, not drained) and raises :class:`~skitter.errors.BodyTooLarge`.
+raw (encoded) size is capped at the same number (:mod:`skitter.fetch.body`). Going over aborts
+the connection (it is closed, not drained) and raises :class:`~skitter.errors.BodyTooLarge`.
 
 Labels that lie are tolerated as browsers do (:mod:`skitter.fetch.decode`): a body not in
 its labelled coding is used as sent (``Response.note`` says so), a text body encoded twice is
@@ -49,15 +49,11 @@ from skitter.errors import (
     ProtocolError,
 )
 from skitter.fetch import lenient
-from skitter.fetch.decode import (
-    ACCEPT_ENCODING,
-    ContentDecoder,
-    codings_to_undo,
-    is_text_type,
-    parse_content_encoding,
-)
+from skitter.fetch.body import is_redirect as _is_redirect
+from skitter.fetch.body import read_body
+from skitter.fetch.decode import ACCEPT_ENCODING
 from skitter.fetch.errormap import Progress as _Progress
-from skitter.fetch.errormap import map_error, short
+from skitter.fetch.errormap import map_error
 from skitter.fetch.lenient import LenientResponseHandler
 from skitter.fetch.resolver import SkitterResolver, is_ip_literal
 from skitter.models import Request, Response
@@ -75,14 +71,6 @@ MAX_FIELD_SIZE = 8190
 MAX_HEADERS = 256
 #: Read buffer size in bytes (also roughly the largest chunk handed to the decoder).
 READ_BUFSIZE = 64 * 1024
-#: While a body read is idle, how often (s) to look for a parser error aiohttp did not
-#: deliver to the body stream (aiohttp 3.14 leaves the reader waiting when a chunk-size line
-#: arriving after the headers is malformed).
-_STALL_CHECK_S = 0.5
-
-_NO_BODY_STATUSES = frozenset({204, 304})
-#: Idle-read deadline (s) for the body of a 3xx with a Location (never needed to follow it).
-REDIRECT_BODY_IDLE_S = 2.0
 
 
 class _PeerResponse(ClientResponse):
@@ -130,12 +118,22 @@ def _trace_config() -> aiohttp.TraceConfig:
     return tc
 
 
-def _content_length(headers: tuple[tuple[str, str], ...]) -> int | None:
-    values = {v.strip() for k, v in headers if k.lower() == "content-length"}
-    if len(values) != 1:
-        return None
-    value = values.pop()
-    return int(value) if value.isdigit() else None
+def _base_headers(s: FetchSettings) -> CIMultiDict[str]:
+    """The headers every request of ``s`` starts with: User-Agent, Accept, Accept-Encoding,
+    then ``s.headers`` (a name given there replaces that default, in its place)."""
+    headers: CIMultiDict[str] = CIMultiDict()
+    headers["User-Agent"] = s.user_agent
+    headers["Accept"] = DEFAULT_ACCEPT
+    headers["Accept-Encoding"] = ACCEPT_ENCODING
+    overridden: set[str] = set()
+    for name, value in s.headers:
+        low = name.lower()
+        if low in headers and low not in overridden:
+            headers[name] = value  # replaces the default of that name
+            overridden.add(low)
+        else:
+            headers.add(name, value)
+    return headers
 
 
 class AiohttpFetcher:
@@ -187,6 +185,8 @@ class AiohttpFetcher:
         self._jar: aiohttp.CookieJar | None = None
         self._session: aiohttp.ClientSession | None = None
         self._closed = False
+        self._base_headers: tuple[FetchSettings, CIMultiDict[str]] | None = None
+        self._timeouts: dict[tuple[float, float], aiohttp.ClientTimeout] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -296,18 +296,10 @@ class AiohttpFetcher:
         self, request: Request, method: str = "GET", extra: Sequence[tuple[str, str]] = ()
     ) -> CIMultiDict[str]:
         s = self.settings
-        headers: CIMultiDict[str] = CIMultiDict()
-        headers["User-Agent"] = s.user_agent
-        headers["Accept"] = DEFAULT_ACCEPT
-        headers["Accept-Encoding"] = ACCEPT_ENCODING
-        overridden: set[str] = set()
-        for name, value in s.headers:
-            low = name.lower()
-            if low in headers and low not in overridden:
-                headers[name] = value  # replaces the default of that name
-                overridden.add(low)
-            else:
-                headers.add(name, value)
+        base = self._base_headers
+        if base is None or base[0] is not s:
+            base = self._base_headers = (s, _base_headers(s))
+        headers = base[1].copy()
         if request.referer:
             headers["Referer"] = request.referer
         for name, value in extra:
@@ -317,6 +309,19 @@ class AiohttpFetcher:
             # be read as the start of the next response: a HEAD connection is never reused.
             headers["Connection"] = "close"
         return headers
+
+    def _timeout(self, idle_s: float) -> aiohttp.ClientTimeout:
+        """The aiohttp timeouts of a fetch whose idle-read deadline is ``idle_s`` seconds
+        (0: none), one object per distinct deadline."""
+        key = (self.settings.connect_timeout_s, idle_s)
+        timeout = self._timeouts.get(key)
+        if timeout is None:
+            if len(self._timeouts) > 64:  # --timeout auto: deadlines vary; keep a few
+                self._timeouts.clear()
+            timeout = self._timeouts[key] = aiohttp.ClientTimeout(
+                total=None, sock_connect=key[0], sock_read=idle_s or None
+            )
+        return timeout
 
     async def fetch(
         self,
@@ -423,21 +428,21 @@ class AiohttpFetcher:
             allow_redirects=False,
             proxy=s.proxy or None,
             trace_request_ctx=progress,
-            timeout=aiohttp.ClientTimeout(
-                total=None, sock_connect=s.connect_timeout_s, sock_read=progress.idle_s or None
-            ),
+            timeout=self._timeout(progress.idle_s),
         )
         complete = False
         try:
             progress.phase = "body"
-            headers = tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers)
+            raw_headers = resp.raw_headers
+            headers = tuple([(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw_headers])
             notes: list[str] = []
             keep = progress.keep_body
             if keep is not None and not keep(resp.status, headers):
                 method = "HEAD"  # dropped on its headers: the body is not read (closed below)
             try:
-                raw, body, truncated = await self._read_body(
-                    resp, headers, method, cap, progress, truncate, notes
+                protocol = resp.skitter_protocol if isinstance(resp, _PeerResponse) else None
+                raw, body, truncated = await read_body(
+                    resp, protocol, headers, method, cap, progress, truncate, notes
                 )
             except BodyTooLarge as exc:
                 if not _is_redirect(resp.status, headers):
@@ -482,132 +487,3 @@ class AiohttpFetcher:
             raw_head=resp.skitter_raw_head if isinstance(resp, _PeerResponse) else None,
             note="; ".join(notes) or None,
         )
-
-    async def _read_body(
-        self,
-        resp: ClientResponse,
-        headers: tuple[tuple[str, str], ...],
-        method: str,
-        cap: int,
-        progress: _Progress,
-        truncate: bool = False,
-        notes: list[str] | None = None,
-    ) -> tuple[bytes, bytes, bool]:
-        """(raw body, decoded body, truncated); see :meth:`fetch` for ``truncate``.
-
-        ``notes`` receives what was not as labelled (see :class:`ContentDecoder`)."""
-        status = resp.status
-        if method == "HEAD" or status in _NO_BODY_STATUSES or 100 <= status < 200:
-            return b"", b"", False
-        progress.content_length = _content_length(headers)
-        progress.chunked = any(
-            k.lower() == "transfer-encoding" and "chunked" in v.lower() for k, v in headers
-        )
-        if progress.content_length is not None and progress.content_length > cap and not truncate:
-            raise BodyTooLarge(
-                f"body exceeds limit: Content-Length {progress.content_length} > {cap} bytes"
-            )
-        media_type = _media_type(headers)
-        # a redirect's body is never needed: do not wait long for one that stalls
-        idle_s = (
-            min(progress.idle_s, REDIRECT_BODY_IDLE_S)
-            if _is_redirect(status, headers) and progress.idle_s > 0
-            else None
-        )
-        codings = codings_to_undo(
-            parse_content_encoding(v for k, v in headers if k.lower() == "content-encoding"),
-            media_type,
-        )
-        decoder = ContentDecoder(codings, max_bytes=cap, sniff=is_text_type(media_type))
-        decode = bool(decoder.codings) and not decoder.passthrough
-        # The chunks are joined once at the end: a one-chunk body is used as read (no copy),
-        # a longer one is copied once (a bytearray grown by += and then copied to bytes held
-        # the body twice, plus its reallocations).
-        chunks: list[bytes] = []
-        raw_len = 0
-        protocol = resp.skitter_protocol if isinstance(resp, _PeerResponse) else None
-        try:
-            while True:
-                chunk = await self._read_chunk(resp, protocol, progress, idle_s)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                raw_len += len(chunk)
-                progress.raw_bytes = raw_len
-                if decode:
-                    decoder.feed(chunk)
-                    progress.decoded_bytes = decoder.decoded_bytes
-                else:
-                    progress.decoded_bytes = raw_len
-                if raw_len > cap:
-                    raise BodyTooLarge(
-                        f"body exceeds limit of {cap} bytes (raw)",
-                        bytes_read=progress.decoded_bytes,
-                    )
-        except BodyTooLarge:
-            if not truncate:
-                raise
-            raw_bytes = _joined(chunks)
-            body = decoder.partial() if decode else raw_bytes
-            return raw_bytes, body[:cap], True
-        raw_bytes = _joined(chunks)
-        body = decoder.finish() if decode else raw_bytes
-        if notes is not None:
-            notes.extend(decoder.notes)
-        return raw_bytes, body, False
-
-    async def _read_chunk(
-        self,
-        resp: ClientResponse,
-        protocol: ResponseHandler | None,
-        progress: _Progress,
-        idle_s: float | None = None,
-    ) -> bytes:
-        """Next body chunk (b"" at the end), with an idle deadline of ``idle_s`` seconds
-        (default: this fetch's, ``progress.idle_s``)."""
-        if idle_s is None:
-            idle_s = progress.idle_s
-        if idle_s <= 0:  # no idle deadline configured
-            return await resp.content.readany()
-        waited = 0.0
-        while True:
-            step = min(_STALL_CHECK_S, idle_s - waited)
-            wait = asyncio.timeout(step)
-            try:
-                async with wait:
-                    return await resp.content.readany()
-            except TimeoutError:
-                if not wait.expired():
-                    raise  # aiohttp's own sock_read timeout
-            waited += step
-            failure = protocol.exception() if protocol is not None else None
-            if isinstance(failure, TimeoutError):  # aiohttp's sock_read fired meanwhile
-                raise aiohttp.SocketTimeoutError("Timeout on reading data from socket")
-            if failure is not None:
-                raise ProtocolError(
-                    f"bad body framing: {short(str(failure))} "
-                    f"({progress.raw_bytes} body bytes read)",
-                    bytes_read=progress.decoded_bytes,
-                )
-            if waited >= idle_s:
-                raise aiohttp.SocketTimeoutError("Timeout on reading data from socket")
-
-
-def _is_redirect(status: int, headers: tuple[tuple[str, str], ...]) -> bool:
-    """A 3xx with a Location: followed without its body."""
-    return 300 <= status < 400 and any(k.lower() == "location" for k, _ in headers)
-
-
-def _media_type(headers: tuple[tuple[str, str], ...]) -> str | None:
-    for k, v in headers:
-        if k.lower() == "content-type":
-            return v.split(";", 1)[0].strip().lower() or None
-    return None
-
-
-def _joined(chunks: list[bytes]) -> bytes:
-    """The chunks as one ``bytes`` (the only chunk itself, uncopied); empties ``chunks`` so
-    that the pieces are freed as soon as the caller drops the result's other copies."""
-    raw = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-    chunks.clear()
-    return raw

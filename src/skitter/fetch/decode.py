@@ -350,6 +350,40 @@ def _fails_at_start(coding: str, head: bytes) -> bool:
     return False
 
 
+class _Chunks:
+    """Bytes kept as the pieces they came in (not copied into one buffer as they arrive):
+    joined once when taken, and a single piece is returned as it is."""
+
+    __slots__ = ("parts", "size")
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.size = 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    def add(self, data: bytes) -> None:
+        self.parts.append(data)
+        self.size += len(data)
+
+    def value(self) -> bytes:
+        """All the bytes, as one ``bytes``."""
+        parts = self.parts
+        if len(parts) == 1:
+            return parts[0]
+        joined = b"".join(parts)
+        if parts:
+            self.parts = [joined]
+        return joined
+
+    def take(self) -> bytes:
+        """All the bytes, emptying this buffer."""
+        out = self.value()
+        self.parts, self.size = [], 0
+        return out
+
+
 class _Stage:
     """One layer of the pipeline and what it has done so far.
 
@@ -365,8 +399,8 @@ class _Stage:
         self.extra = extra  # found by sniffing, not named by Content-Encoding
         self.identity = False  # found not to be in this coding: bytes pass through
         self.probation = True
-        self.held_in = bytearray()
-        self.held_out = bytearray()
+        self.held_in = _Chunks()
+        self.held_out = _Chunks()
 
 
 class ContentDecoder:
@@ -427,9 +461,9 @@ class ContentDecoder:
         )
         self._max = max_bytes
         self._step = max(1, step_bytes)
-        self._out = bytearray()
+        self._out = _Chunks()
         self._sniff = sniff and bool(self._stages)
-        self._sniff_buf = bytearray()
+        self._sniff_buf = _Chunks()
         self.notes: list[str] = []
 
     @property
@@ -438,7 +472,7 @@ class ContentDecoder:
         return len(self._out)
 
     def _emit(self, data: bytes) -> None:
-        self._out += data
+        self._out.add(data)
         if len(self._out) > self._max:
             raise BodyTooLarge(
                 f"decoded body exceeds limit of {self._max} bytes",
@@ -451,11 +485,10 @@ class ContentDecoder:
             if data:
                 self._emit(data)
             return
-        self._sniff_buf += data
+        self._sniff_buf.add(data)
         if len(self._sniff_buf) < 4 and not final:
             return
-        held = bytes(self._sniff_buf)
-        self._sniff_buf.clear()
+        held = self._sniff_buf.take()
         coding = _sniff_coding(held)
         extra = sum(st.extra for st in self._stages)
         if coding is None or extra >= MAX_EXTRA_LAYERS:
@@ -471,9 +504,9 @@ class ContentDecoder:
         """Make stage ``index`` pass its input through (the body is not in its coding)."""
         stage = self._stages[index]
         stage.identity = True
-        held = bytes(stage.held_in)
+        held = stage.held_in.take()
         stage.probation = False
-        stage.held_in, stage.held_out = bytearray(), bytearray()
+        stage.held_out = _Chunks()
         if stage.extra:
             self._stages.pop(index)
             self.notes.pop()
@@ -490,8 +523,8 @@ class ContentDecoder:
         """End stage ``index``'s probation: pass on the output it held back."""
         stage = self._stages[index]
         stage.probation = False
-        out = bytes(stage.held_out)
-        stage.held_in, stage.held_out = bytearray(), bytearray()
+        out = stage.held_out.take()
+        stage.held_in = _Chunks()
         if out:
             self._push(index + 1, out)
 
@@ -504,7 +537,7 @@ class ContentDecoder:
             self._push(index + 1, data)
             return
         if stage.probation:
-            stage.held_in += data
+            stage.held_in.add(data)
         layer = stage.layer
         idle_steps = 0
         while True:
@@ -515,7 +548,7 @@ class ContentDecoder:
                 out = layer.step(data, limit)
             except ProtocolError:
                 if not stage.probation or not _fails_at_start(
-                    stage.coding, bytes(stage.held_in[:FIRST_BYTES])
+                    stage.coding, stage.held_in.value()[:FIRST_BYTES]
                 ):
                     raise
                 self._skip(index)
@@ -524,7 +557,7 @@ class ContentDecoder:
             if out:
                 idle_steps = 0
                 if stage.probation:
-                    stage.held_out += out
+                    stage.held_out.add(out)
                     if len(stage.held_out) > self._max:
                         raise BodyTooLarge(
                             f"decoded body exceeds limit of {self._max} bytes",
@@ -553,7 +586,7 @@ class ContentDecoder:
     def partial(self) -> bytes:
         """The decoded bytes produced so far (also after :class:`BodyTooLarge`; may then
         hold up to about one step more than ``max_bytes``)."""
-        return bytes(self._out)
+        return self._out.value()
 
     def finish(self) -> bytes:
         """Flush the decoders and return the whole decoded body (at most ``max_bytes``).
@@ -577,7 +610,7 @@ class ContentDecoder:
             index += 1
         if self._sniff:
             self._sink(b"", final=True)
-        return bytes(self._out)
+        return self._out.value()
 
 
 def decode_body(codings: Iterable[str], body: bytes, *, max_bytes: int) -> bytes:

@@ -45,7 +45,8 @@ MAX_HEAD_BYTES = 512 * 1024
 def _head_end(buf: bytes | bytearray) -> int:
     """Index just past the empty line ending the header section in ``buf``, or -1."""
     crlf = buf.find(b"\n\r\n")
-    lf = buf.find(b"\n\n")
+    # a bare-LF end counts only before the CRLF one: never scan the body after the head
+    lf = buf.find(b"\n\n", 0, len(buf) if crlf < 0 else crlf + 1)
     if crlf < 0 and lf < 0:
         return -1
     if lf < 0 or (0 <= crlf < lf):
@@ -130,11 +131,12 @@ def _plain_status(head: bytes) -> int | None:
     m = _PLAIN.fullmatch(head)
     if m is None:
         return None
-    n = head.lower().count(b"content-length")
+    low = head.lower()
+    n = low.count(b"content-length")
     if n > 1:
         return None
     if n == 1:
-        at = head.lower().find(b"\ncontent-length:")
+        at = low.find(b"\ncontent-length:")
         if at < 0 or not head[at + 16 : head.find(b"\r\n", at + 1)].strip(b" \t").isdigit():
             return None
     return int(m.group(1))
@@ -161,6 +163,16 @@ class LenientHeadParser:
         """As the wrapped parser's ``feed_data``; raises its errors and BadHttpMessage."""
         if not self._in_head:
             return self._inner.feed_data(data)
+        if not self._buf:
+            # the common case: the whole head of a final response in one read, as it is
+            end = _head_end(data)
+            if end >= 0:
+                raw = bytes(data[:end])
+                head, status = normalize_head(raw)
+                if head is raw and not (status is not None and 100 <= status < 200):
+                    self._in_head = False
+                    self.raw_head = raw
+                    return self._inner.feed_data(data)
         self._buf += data
         out = bytearray()
         while self._in_head:

@@ -59,8 +59,11 @@ def _parse_ip(text: str) -> _IPAddress | None:
     text = text.strip()
     if text.startswith("[") and text.endswith("]"):
         text = text[1:-1]
+    text = text.split("%", 1)[0]
+    if ":" not in text and not text[-1:].isdigit():
+        return None  # a name (cheaply): an IPv4 literal ends in a digit, an IPv6 one has a colon
     try:
-        return ipaddress.ip_address(text.split("%", 1)[0])
+        return ipaddress.ip_address(text)
     except ValueError:
         return None
 

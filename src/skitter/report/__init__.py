@@ -181,16 +181,19 @@ def render(d: ReportData, title: str = "") -> str:
     )
 
 
-def write_report(out_dir: str | os.PathLike[str], cap: int = TABLE_CAP) -> Path:
-    """Read ``out_dir`` and write ``out_dir/report.html`` atomically (a temporary file in the
-    same folder, fsynced, renamed over); returns its path.
+def write_report(
+    out_dir: str | os.PathLike[str], cap: int = TABLE_CAP, data: ReportData | None = None
+) -> Path:
+    """Read ``out_dir`` (unless its ``data`` is given, read with ``cap``) and write
+    ``out_dir/report.html`` atomically (a temporary file in the same folder, fsynced, renamed
+    over); returns its path.
 
     Raises:
         FileNotFoundError: no pages.jsonl in ``out_dir``.
         OSError: reading or writing failed.
     """
     out = Path(out_dir)
-    html = render(read_output(out, cap), title=out.resolve().name)
+    html = render(data if data is not None else read_output(out, cap), title=out.resolve().name)
     target = out / REPORT_HTML
     tmp = out / f".{REPORT_HTML}.tmp"
     try:

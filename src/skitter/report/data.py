@@ -1,7 +1,8 @@
 """The figures of report.html, read from a crawl's output folder in one streaming pass.
 
 Reads ``pages.jsonl`` (one row per record; a crash-cut last line is skipped), ``links.tsv``
-(only its ``decision`` column, and the ``trap`` rows) and ``report.json`` (robots.txt drops,
+(its decision counts: those of ``checkpoint.json`` plus the rows past its offset, else the
+whole file's ``decision`` column; and the ``trap`` rows) and ``report.json`` (robots.txt drops,
 trap defences, seeds, stop reason). Works on a finished, interrupted or ``--processes`` crawl
 (their merged files) and on a crawl whose report.json is missing (robots and trap tables empty).
 Memory is bounded by the number of hosts, distinct seconds of crawling and the table caps, not
@@ -14,12 +15,14 @@ import contextlib
 import json
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from skitter.export.linkfile import links_file, open_links
+from skitter.export.linkfile import is_zstd, links_file, open_links
+from skitter.state import CHECKPOINT_FILE
 
 __all__ = ["ELAPSED_BUCKETS_S", "ReportData", "read_output"]
 
@@ -121,8 +124,11 @@ class ReportData:
         return out
 
 
-def read_output(out_dir: str | Path, cap: int = 1000) -> ReportData:
-    """Read a crawl's output folder (see the module doc); tables keep ``cap`` rows each.
+def read_output(
+    out_dir: str | Path, cap: int = 1000, on_row: Callable[[dict[str, Any]], None] | None = None
+) -> ReportData:
+    """Read a crawl's output folder (see the module doc); tables keep ``cap`` rows each;
+    ``on_row`` is also given every pages.jsonl row (one pass for other readers).
 
     Raises:
         FileNotFoundError: the folder has no pages.jsonl.
@@ -141,7 +147,9 @@ def read_output(out_dir: str | Path, cap: int = 1000) -> ReportData:
                 continue  # a crash-cut last line
             if isinstance(row, dict):
                 d.add_row(row)
-    _read_links(links_file(out), d)
+                if on_row is not None:
+                    on_row(row)
+    _read_links(out, d)
     with contextlib.suppress(OSError, ValueError):
         rep = json.loads((out / "report.json").read_text(encoding="utf-8"))
         if isinstance(rep, dict):
@@ -152,29 +160,123 @@ def read_output(out_dir: str | Path, cap: int = 1000) -> ReportData:
     return d
 
 
-def _read_links(path: Path, d: ReportData) -> None:
-    """Decision counts and trap rows of links.tsv in one pass over its bytes (the decision is
-    the last column; a row is split only when it is a trap drop)."""
+def _read_links(out: Path, d: ReportData) -> None:
+    """Decision counts and trap rows of the folder's links file.
+
+    The counts of a plain links.tsv come from its crawl's ``checkpoint.json`` (the decision
+    counters and the file offset they cover, written together: a resume never changes the
+    file before that offset) plus the rows past that offset; the trap rows are then looked
+    for only when there are some. Without a usable checkpoint (a merged ``--processes``
+    folder, links.tsv.zst, a checkpoint past the file's end) the whole file is scanned with
+    :func:`_scan_links`. Both give the counts of every complete line's last column."""
+    path = links_file(out)
     if not path.is_file():
         return
     with open_links(path) as f:
         header = f.readline().rstrip(b"\r\n").split(b"\t")
-        if b"decision" not in header or header[-1] != b"decision":
-            return
-        i_src, i_tgt = header.index(b"source"), header.index(b"target")
-        counts: Counter[bytes] = Counter()
-        for line in f:
-            if not line.endswith(b"\n"):
-                break  # a crash-cut last line
-            dec = line[line.rfind(b"\t") + 1 : -1]
-            counts[dec] += 1
-            if dec == b"trap":
-                d.trap_total += 1
-                if len(d.trap_rows) < d.cap:
-                    r = line.split(b"\t")
-                    d.trap_rows.append((_text(r[i_src]), _text(r[i_tgt])))
+    if b"decision" not in header or header[-1] != b"decision":
+        return
+    cols = (header.index(b"source"), header.index(b"target"))
+    known = None if is_zstd(path) else _checkpoint_decisions(out, path)
+    if known is None:
+        with open_links(path) as f:
+            f.readline()
+            counts = _scan_links(f, d, cols)
+    else:
+        counts, offset = known
+        with open(path, "rb") as f:
+            f.seek(offset)
+            for line in f:
+                if not line.endswith(b"\n"):
+                    break  # a crash-cut last line
+                counts[line[line.rfind(b"\t") + 1 : -1]] += 1
+        d.trap_total = counts.get(b"trap", 0)
+        if d.trap_total:
+            with open_links(path) as f:
+                f.readline()
+                _scan_links(f, d, cols, traps_only=True)
     for dec, n in counts.items():
-        d.by_decision[_text(dec)] += n
+        if n:
+            d.by_decision[_text(dec)] += n
+
+
+def _checkpoint_decisions(out: Path, path: Path) -> tuple[Counter[bytes], int] | None:
+    """``(decision counts, links.tsv offset they cover)`` of the folder's checkpoint.json,
+    or None when it is missing, unreadable, without them, or past the end of ``path``."""
+    try:
+        cp = json.loads((out / CHECKPOINT_FILE).read_text(encoding="utf-8"))
+        offset = cp["links_offset"]
+        decisions = cp["stats"]["by_decision"]
+        size = path.stat().st_size
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(offset, int) or not 0 < offset <= size or not isinstance(decisions, dict):
+        return None
+    counts: Counter[bytes] = Counter()
+    for dec, n in decisions.items():
+        if not isinstance(n, int):
+            return None
+        counts[str(dec).encode("utf-8")] += n
+    return counts, offset
+
+
+#: Bytes read per block by :func:`_scan_links`, and in its first block (smaller: see there).
+_SCAN_BLOCK = 4 << 20
+_FIRST_BLOCK = 64 << 10
+
+
+def _scan_links(
+    f: IO[bytes], d: ReportData, cols: tuple[int, int], *, traps_only: bool = False
+) -> Counter[bytes]:
+    """Count the last column of every complete line of ``f`` (a links file after its header)
+    and keep the trap rows in ``d`` (also ``trap_total`` unless ``traps_only``).
+
+    Works on blocks of whole lines: a block is counted with one ``bytes.count`` per decision
+    seen so far (``TAB decision LF`` can only match a row's last column), most frequent
+    first, stopping once every line is accounted for; a block with a line left over (a new
+    decision, a row without a TAB) is counted line by line instead. The first block is
+    small, so the line-by-line pass that learns the decisions is short."""
+    counts: Counter[bytes] = Counter()
+    order: list[bytes] = []
+    size = _FIRST_BLOCK
+    while block := f.read(size):
+        size = _SCAN_BLOCK
+        if not block.endswith(b"\n"):
+            block += f.readline()
+            if not block.endswith(b"\n"):
+                block = block[: block.rfind(b"\n") + 1]  # a crash-cut last line
+        if traps_only:
+            _trap_rows(block, d, cols)
+            if len(d.trap_rows) >= d.cap:
+                break
+            continue
+        local: Counter[bytes] = Counter()
+        left = block.count(b"\n")
+        for dec in order:
+            if not left:
+                break
+            n = block.count(b"\t" + dec + b"\n")
+            if n:
+                local[dec] = n
+                left -= n
+        if left:
+            local = Counter(ln[ln.rfind(b"\t") + 1 :] for ln in block[:-1].split(b"\n"))
+        counts.update(local)
+        order = [dec for dec, _ in counts.most_common()]
+        if local.get(b"trap"):
+            d.trap_total += local[b"trap"]
+            _trap_rows(block, d, cols)
+    return counts
+
+
+def _trap_rows(block: bytes, d: ReportData, cols: tuple[int, int]) -> None:
+    """Add the ``(source, target)`` of ``block``'s trap rows to ``d.trap_rows`` (up to its cap)."""
+    at = block.find(b"\ttrap\n")
+    while at >= 0 and len(d.trap_rows) < d.cap:
+        start = block.rfind(b"\n", 0, at) + 1
+        r = block[start : at + 6].split(b"\t")
+        d.trap_rows.append((_text(r[cols[0]]), _text(r[cols[1]])))
+        at = block.find(b"\ttrap\n", at + 6)
 
 
 def _text(b: bytes) -> str:

@@ -98,9 +98,19 @@ class CrawlMetrics:
             buckets=DURATION_BUCKETS_S, registry=r,
         )  # fmt: skip
         self.info = Info("skitter", "Skitter build", registry=r)
+        #: labelled children already made: ``labels()`` checks and locks on every call
+        self._children: dict[tuple[int, str], Any] = {}
         self.info.info({"version": version})
 
     # ------------------------------------------------------------------ feeding
+
+    def _child(self, metric: Counter, label: str) -> Any:
+        """``metric.labels(label)``, made once per label."""
+        key = (id(metric), label)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(label)
+        return child
 
     def observe_record(
         self,
@@ -113,9 +123,9 @@ class CrawlMetrics:
         """Count one pages.jsonl record: its status class (when it has a response), its error
         kind (when it has one), its bytes, its fetch time (seconds) and its retries."""
         if status is not None:
-            self.fetches.labels(status_class(status)).inc()
+            self._child(self.fetches, status_class(status)).inc()
         if error is not None:
-            self.fetch_errors.labels(error).inc()
+            self._child(self.fetch_errors, error).inc()
         if nbytes > 0:
             self.bytes.inc(nbytes)
         if attempts > 1:
@@ -138,12 +148,12 @@ class CrawlMetrics:
         """Add links.tsv decision counts ``{decision: n}``."""
         for decision, n in decisions.items():
             if n > 0:
-                self.links.labels(decision).inc(n)
+                self._child(self.links, decision).inc(n)
 
     def observe_robots(self, decision: str, n: int = 1) -> None:
         """Count ``n`` robots.txt decisions (``allowed``, ``disallowed``, ``unreachable``)."""
         if n > 0:
-            self.robots.labels(decision).inc(n)
+            self._child(self.robots, decision).inc(n)
 
     def set_frontier(self, queued: int, leased: int, active_hosts: int, in_backoff: int) -> None:
         """Set the gauges from the frontier's current state (counts, not rates)."""
@@ -194,11 +204,12 @@ class CrawlMetrics:
         return m
 
     @classmethod
-    def from_output(cls, out_dir: str | os.PathLike[str]) -> CrawlMetrics:
+    def from_output(cls, out_dir: str | os.PathLike[str], *, rows: bool = True) -> CrawlMetrics:
         """Rebuild the counters from an output folder: pages.jsonl rows, and the link and
         robots decisions of report.json (``totals.by_decision``, ``totals.robots_disallowed``,
         the ``allowed`` counts of ``robots``).
-        A truncated last line (a crash) is skipped; missing files count as empty.
+        A truncated last line (a crash) is skipped; missing files count as empty. With
+        ``rows`` False pages.jsonl is not read (the caller feeds :meth:`observe_row`).
         """
         out = Path(out_dir)
         report: dict[str, Any] = {}
@@ -212,7 +223,9 @@ class CrawlMetrics:
                 int(v.get("allowed", 0) or 0) for v in per_origin.values() if isinstance(v, dict)
             )
         return cls.from_rows(
-            iter_rows(out / "pages.jsonl"), dict(totals.get("by_decision", {})), robots
+            iter_rows(out / "pages.jsonl") if rows else (),
+            dict(totals.get("by_decision", {})),
+            robots,
         )
 
 

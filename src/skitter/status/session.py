@@ -131,16 +131,25 @@ def write_end_files(out_dir: str | Path, gauges: tuple[int, int, int, int] | Non
     report.json, so they equal the files' counts even after resumes; ``gauges`` =
     (queued, leased, active hosts, hosts in backoff) at the end) and ``OUT/report.html``.
     A failure is logged as a warning: the crawl's own files are already written."""
-    from skitter.report import write_report
+    from skitter.report import TABLE_CAP, write_report
+    from skitter.report.data import ReportData, read_output
     from skitter.status.metrics import CrawlMetrics
 
     out = Path(out_dir)
     try:
-        metrics = CrawlMetrics.from_output(out)
+        # one pass over pages.jsonl feeds both (the metrics' link counts: report.json)
+        metrics = CrawlMetrics.from_output(out, rows=False)
+        data: ReportData | FileNotFoundError
+        try:
+            data = read_output(out, TABLE_CAP, on_row=metrics.observe_row)
+        except FileNotFoundError as exc:  # no pages.jsonl: metrics.prom all the same
+            data = exc
         if gauges is not None:
             metrics.set_frontier(*gauges)
         metrics.write_textfile(out / "metrics.prom")
-        write_report(out)
+        if isinstance(data, FileNotFoundError):
+            raise data
+        write_report(out, data=data)
     except (OSError, ValueError) as exc:
         log.warning("cannot write metrics.prom/report.html in %s: %s", out, exc)
 
