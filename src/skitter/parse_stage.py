@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import gc
 import logging
 import multiprocessing
 import os
@@ -35,10 +36,16 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from skitter.models import Page
+from skitter.runtime import trim_heap
 
-__all__ = ["Extract", "ParseStage"]
+__all__ = ["TRIM_EVERY_BYTES", "Extract", "ParseStage"]
 
 log = logging.getLogger("skitter")
+
+#: The C heap is trimmed (:func:`skitter.runtime.trim_heap`) after every this many bytes of
+#: HTML parsed in a process (here or in a helper): parse trees are freed into glibc's heap,
+#: which keeps them otherwise (rust-doc -p1: peak RSS 153 MB without, see issue 16).
+TRIM_EVERY_BYTES = 32 * 1024 * 1024
 
 #: ``extract(body, url, content_type, x_robots) -> Page``; picklable (a module function or
 #: a :func:`functools.partial` of one) to run in a helper process.
@@ -51,7 +58,28 @@ def _watch_parent(parent: int) -> None:  # pragma: no cover - runs in a helper p
     os._exit(0)  # the crawler process is gone (kill -9): nothing to finish here
 
 
+class _Trimmer:
+    """Counts the bytes parsed in this process; trims the C heap every
+    :data:`TRIM_EVERY_BYTES`."""
+
+    __slots__ = ("since",)
+
+    def __init__(self) -> None:
+        self.since = 0
+
+    def parsed(self, nbytes: int) -> None:
+        self.since += nbytes
+        if self.since >= TRIM_EVERY_BYTES:
+            self.since = 0
+            trim_heap()
+
+
+_helper_trimmer = _Trimmer()  # in a helper process
+
+
 def _helper_init(parent: int) -> None:  # pragma: no cover - runs in a helper process
+    # what the fork inherited stays shared: no collection here scans (writes into) it
+    gc.freeze()
     # forked from the crawler: its signal handling (the event loop's wake-up fd) is not ours
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -62,7 +90,9 @@ def _helper_init(parent: int) -> None:  # pragma: no cover - runs in a helper pr
 def _parse_job(
     extract: Extract, body: bytes, url: str, ct: str | None, xr: Sequence[str]
 ) -> tuple[int, Page]:  # pragma: no cover - runs in a helper process
-    return os.getpid(), extract(body, url, ct, xr)
+    page = extract(body, url, ct, xr)
+    _helper_trimmer.parsed(len(body))
+    return os.getpid(), page
 
 
 class ParseStage:
@@ -87,6 +117,7 @@ class ParseStage:
         self._pending = 0
         self._here = 0
         self._elsewhere: Counter[int] = Counter()
+        self._trimmer = _Trimmer()
 
     def _use_pool(self) -> concurrent.futures.ProcessPoolExecutor | None:
         if not self.workers or not self.host_bound or self._pending >= 2 * self.workers:
@@ -127,7 +158,9 @@ class ParseStage:
             finally:
                 self._pending -= 1
         self._here += 1
-        return self.extract(body, url, content_type, x_robots)
+        page = self.extract(body, url, content_type, x_robots)
+        self._trimmer.parsed(len(body))
+        return page
 
     def report_sections(self) -> dict[str, Any]:
         """``{"parse": {"pid", "here", "helpers": {pid: pages}}}`` (pages parsed in this
