@@ -11,6 +11,10 @@ concurrency limit but no ready host (one busy host), so this process's core is t
 bottleneck while the other processes' cores idle. With many ready hosts every process is
 busy with its own hosts and pages are parsed inline (no pickling cost). The pool takes at
 most ``2 × workers`` pages at once; past that the loop parses inline too, so both keep busy.
+Pages larger than :data:`skitter.html_chunks.SEGMENT_MIN_BYTES` are always parsed inline
+(segment by segment): a helper would hold two more copies of their bytes (the pickle and its
+own), the jump in memory that segmenting avoids. Every :data:`TRIM_EVERY_BYTES` of HTML parsed
+in a process, the C heap is trimmed (:func:`skitter.runtime.trim_heap`).
 
 Durability is not touched: a helper only returns the parsed :class:`~skitter.models.Page`;
 the crawler process writes the rows and the record and acks, as before. A helper exits when
@@ -35,6 +39,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from skitter.html_chunks import SEGMENT_MIN_BYTES
 from skitter.models import Page
 from skitter.runtime import trim_heap
 
@@ -119,8 +124,12 @@ class ParseStage:
         self._elsewhere: Counter[int] = Counter()
         self._trimmer = _Trimmer()
 
-    def _use_pool(self) -> concurrent.futures.ProcessPoolExecutor | None:
+    def _use_pool(self, size: int) -> concurrent.futures.ProcessPoolExecutor | None:
         if not self.workers or not self.host_bound or self._pending >= 2 * self.workers:
+            return None
+        if size > SEGMENT_MIN_BYTES:
+            # parsed here segment by segment (bounded memory, skitter.html_chunks): sent to a
+            # helper, its bytes would be copied twice more (the pickle, the helper's copy)
             return None
         if self._pool is None:
             self._pool = concurrent.futures.ProcessPoolExecutor(
@@ -140,7 +149,7 @@ class ParseStage:
         Raises what ``extract`` raises (a helper's exception is re-raised here). A helper
         pool that broke (a helper killed) is dropped: this and later pages are parsed inline.
         """
-        pool = self._use_pool()
+        pool = self._use_pool(len(body))
         remote = self.remote
         if pool is not None and remote is not None:
             self._pending += 1
