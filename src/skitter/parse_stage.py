@@ -14,7 +14,8 @@ most ``2 × workers`` pages at once; past that the loop parses inline too, so bo
 Pages larger than :data:`skitter.html_chunks.SEGMENT_MIN_BYTES` are always parsed inline
 (segment by segment): a helper would hold two more copies of their bytes (the pickle and its
 own), the jump in memory that segmenting avoids. Every :data:`TRIM_EVERY_BYTES` of HTML parsed
-in a process, the C heap is trimmed (:func:`skitter.runtime.trim_heap`).
+in a process, and after each such large page, the C heap is trimmed
+(:func:`skitter.runtime.trim_heap`).
 
 Durability is not touched: a helper only returns the parsed :class:`~skitter.models.Page`;
 the crawler process writes the rows and the record and acks, as before. A helper exits when
@@ -65,7 +66,9 @@ def _watch_parent(parent: int) -> None:  # pragma: no cover - runs in a helper p
 
 class _Trimmer:
     """Counts the bytes parsed in this process; trims the C heap every
-    :data:`TRIM_EVERY_BYTES`."""
+    :data:`TRIM_EVERY_BYTES`, and after every page larger than
+    :data:`~skitter.html_chunks.SEGMENT_MIN_BYTES` (whose segment trees just went back to
+    the heap: the next large page starts from a smaller resident set)."""
 
     __slots__ = ("since",)
 
@@ -74,7 +77,7 @@ class _Trimmer:
 
     def parsed(self, nbytes: int) -> None:
         self.since += nbytes
-        if self.since >= TRIM_EVERY_BYTES:
+        if self.since >= TRIM_EVERY_BYTES or nbytes > SEGMENT_MIN_BYTES:
             self.since = 0
             trim_heap()
 

@@ -59,7 +59,9 @@ def test_freeze_for_fork_freezes_everything_live() -> None:
         gc.unfreeze()
 
 
-def test_parse_stage_trims_every_32_mib_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_parse_stage_trims_every_32_mib_and_after_large_pages(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import asyncio
 
     import skitter.parse_stage as ps
@@ -73,16 +75,23 @@ def test_parse_stage_trims_every_32_mib_parsed(monkeypatch: pytest.MonkeyPatch) 
                     nofollow=False, ids=frozenset())  # fmt: skip
 
     stage = ps.ParseStage(extract)
-    body = b"<p>" + b"x" * (4 * 1024 * 1024 - 3)  # 4 MiB
+    body = b"<p>" + b"x" * (512 * 1024 - 3)  # 512 KiB: not a large page
 
     async def parse_n(n: int) -> None:
         for _ in range(n):
             await stage.parse(body, "http://a.test/", "text/html", ())
 
-    asyncio.run(parse_n(7))
-    assert trims == []  # 28 MiB
+    asyncio.run(parse_n(63))
+    assert trims == []  # 31.5 MiB
     asyncio.run(parse_n(1))
     assert trims == [1]  # 32 MiB
-    asyncio.run(parse_n(8))
+    asyncio.run(parse_n(64))
     assert trims == [1, 1]
+    # a page larger than SEGMENT_MIN_BYTES: trimmed right after it
+    small = b"<p>x</p>"
+    asyncio.run(stage.parse(small, "http://a.test/", "text/html", ()))
+    assert trims == [1, 1]
+    big = b"<p>" + b"x" * ps.SEGMENT_MIN_BYTES
+    asyncio.run(stage.parse(big, "http://a.test/", "text/html", ()))
+    assert trims == [1, 1, 1]
     assert ps.TRIM_EVERY_BYTES == 32 * 1024 * 1024
