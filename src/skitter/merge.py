@@ -25,7 +25,16 @@ from skitter.checklinks.verdicts import record_verdict
 from skitter.duplicates import merge_blocks
 from skitter.errors import ConfigError, StateError
 from skitter.export.base import AppendFile, fsync_dir
-from skitter.export.linkfile import complete_end, header_frame, iter_lines, links_file, links_name
+from skitter.export.linkfile import (
+    LINKS_ZST_FILE,
+    ZstdFramer,
+    complete_end,
+    header_frame,
+    is_zstd,
+    iter_lines,
+    links_file,
+    links_name,
+)
 from skitter.export.links import HEADER as LINKS_HEADER
 from skitter.export.links import unescape
 from skitter.settings import CrawlSettings
@@ -243,7 +252,7 @@ def merged_report(
 
 #: The last file a merge writes into MERGED: its presence says the merge is complete.
 MERGED_FILE = "merged.json"
-_OUTPUTS = (PAGES_FILE, LINKS_FILE, REPORT_FILE, MERGED_FILE)
+_OUTPUTS = (PAGES_FILE, LINKS_FILE, LINKS_ZST_FILE, REPORT_FILE, MERGED_FILE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -413,7 +422,9 @@ def merge_folders(inputs: Sequence[Path], out: Path) -> MergeSummary:
       copied byte for byte, in folder order then file order.
     * links.tsv: the rows of a page come from the folder holding the latest record whose
       ``final_url`` is that page; rows of a page with no record (a kill between them and the
-      record) are left out.
+      record) are left out. Written as ``links.tsv.zst`` (independent frames of whole lines,
+      :class:`~skitter.export.linkfile.ZstdFramer`) when any input holds a links.tsv.zst,
+      else as ``links.tsv``; a previous merge's file of the other name is removed.
     * report.json: totals recounted from the merged records and rows (``robots_disallowed``,
       which has no record, summed over the folders; ``elapsed_s`` the longest); robots per
       origin united, trap counts summed (:func:`merge_sections`).
@@ -477,8 +488,13 @@ def merge_folders(inputs: Sequence[Path], out: Path) -> MergeSummary:
                 records += 1
                 stats.count_record(*parsed[3])
     decisions: Counter[str] = Counter()
-    with _TempFile(out / LINKS_FILE) as lf:
-        lf.write(_LINKS_HEADER_BYTES)
+    # links.tsv.zst (frames of whole lines) when an input is compressed, else links.tsv
+    links_out = links_name("zstd" if any(is_zstd(links_file(f)) for f in folders) else "none")
+    with _TempFile(out / links_out) as lf:
+        framer = ZstdFramer(lf.write) if is_zstd(links_out) else None
+        add = lf.write if framer is None else framer.add
+        if framer is None:
+            lf.write(_LINKS_HEADER_BYTES)
         for i, folder in enumerate(folders):
             for off, line in iter_lines(links_file(folder), 0, ends[i][1]):
                 if off == 0 and line == _LINKS_HEADER_BYTES:
@@ -486,9 +502,14 @@ def merge_folders(inputs: Sequence[Path], out: Path) -> MergeSummary:
                 owner = page_of.get(_source_of(line))
                 if owner is None or owner[2] != i:
                     continue
-                lf.write(line)
+                add(line)
                 nlinks += 1
                 decisions[line.rstrip(b"\r\n").rsplit(b"\t", 1)[-1].decode("ascii", "replace")] += 1
+        if framer is not None:
+            framer.flush()
+    # a previous merge's links file of the other kind would shadow or confuse this one
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(out / (LINKS_FILE if is_zstd(links_out) else LINKS_ZST_FILE))
     stats.count_decisions(decisions)
     elapsed = 0.0
     for folder, rep in zip(folders, reports, strict=True):

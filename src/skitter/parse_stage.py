@@ -11,6 +11,11 @@ concurrency limit but no ready host (one busy host), so this process's core is t
 bottleneck while the other processes' cores idle. With many ready hosts every process is
 busy with its own hosts and pages are parsed inline (no pickling cost). The pool takes at
 most ``2 × workers`` pages at once; past that the loop parses inline too, so both keep busy.
+Pages larger than :data:`skitter.html_chunks.SEGMENT_MIN_BYTES` are always parsed inline
+(segment by segment): a helper would hold two more copies of their bytes (the pickle and its
+own), the jump in memory that segmenting avoids. Every :data:`TRIM_EVERY_BYTES` of HTML parsed
+in a process, and after each such large page, the C heap is trimmed
+(:func:`skitter.runtime.trim_heap`).
 
 Durability is not touched: a helper only returns the parsed :class:`~skitter.models.Page`;
 the crawler process writes the rows and the record and acks, as before. A helper exits when
@@ -23,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import gc
 import logging
 import multiprocessing
 import os
@@ -34,11 +40,18 @@ from collections.abc import Callable, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from skitter.html_chunks import SEGMENT_MIN_BYTES
 from skitter.models import Page
+from skitter.runtime import trim_heap
 
-__all__ = ["Extract", "ParseStage"]
+__all__ = ["TRIM_EVERY_BYTES", "Extract", "ParseStage"]
 
 log = logging.getLogger("skitter")
+
+#: The C heap is trimmed (:func:`skitter.runtime.trim_heap`) after every this many bytes of
+#: HTML parsed in a process (here or in a helper): parse trees are freed into glibc's heap,
+#: which keeps them otherwise (rust-doc -p1: peak RSS 153 MB without, see issue 16).
+TRIM_EVERY_BYTES = 32 * 1024 * 1024
 
 #: ``extract(body, url, content_type, x_robots) -> Page``; picklable (a module function or
 #: a :func:`functools.partial` of one) to run in a helper process.
@@ -51,7 +64,30 @@ def _watch_parent(parent: int) -> None:  # pragma: no cover - runs in a helper p
     os._exit(0)  # the crawler process is gone (kill -9): nothing to finish here
 
 
+class _Trimmer:
+    """Counts the bytes parsed in this process; trims the C heap every
+    :data:`TRIM_EVERY_BYTES`, and after every page larger than
+    :data:`~skitter.html_chunks.SEGMENT_MIN_BYTES` (whose segment trees just went back to
+    the heap: the next large page starts from a smaller resident set)."""
+
+    __slots__ = ("since",)
+
+    def __init__(self) -> None:
+        self.since = 0
+
+    def parsed(self, nbytes: int) -> None:
+        self.since += nbytes
+        if self.since >= TRIM_EVERY_BYTES or nbytes > SEGMENT_MIN_BYTES:
+            self.since = 0
+            trim_heap()
+
+
+_helper_trimmer = _Trimmer()  # in a helper process
+
+
 def _helper_init(parent: int) -> None:  # pragma: no cover - runs in a helper process
+    # what the fork inherited stays shared: no collection here scans (writes into) it
+    gc.freeze()
     # forked from the crawler: its signal handling (the event loop's wake-up fd) is not ours
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -62,7 +98,9 @@ def _helper_init(parent: int) -> None:  # pragma: no cover - runs in a helper pr
 def _parse_job(
     extract: Extract, body: bytes, url: str, ct: str | None, xr: Sequence[str]
 ) -> tuple[int, Page]:  # pragma: no cover - runs in a helper process
-    return os.getpid(), extract(body, url, ct, xr)
+    page = extract(body, url, ct, xr)
+    _helper_trimmer.parsed(len(body))
+    return os.getpid(), page
 
 
 class ParseStage:
@@ -87,9 +125,14 @@ class ParseStage:
         self._pending = 0
         self._here = 0
         self._elsewhere: Counter[int] = Counter()
+        self._trimmer = _Trimmer()
 
-    def _use_pool(self) -> concurrent.futures.ProcessPoolExecutor | None:
+    def _use_pool(self, size: int) -> concurrent.futures.ProcessPoolExecutor | None:
         if not self.workers or not self.host_bound or self._pending >= 2 * self.workers:
+            return None
+        if size > SEGMENT_MIN_BYTES:
+            # parsed here segment by segment (bounded memory, skitter.html_chunks): sent to a
+            # helper, its bytes would be copied twice more (the pickle, the helper's copy)
             return None
         if self._pool is None:
             self._pool = concurrent.futures.ProcessPoolExecutor(
@@ -109,7 +152,7 @@ class ParseStage:
         Raises what ``extract`` raises (a helper's exception is re-raised here). A helper
         pool that broke (a helper killed) is dropped: this and later pages are parsed inline.
         """
-        pool = self._use_pool()
+        pool = self._use_pool(len(body))
         remote = self.remote
         if pool is not None and remote is not None:
             self._pending += 1
@@ -127,7 +170,9 @@ class ParseStage:
             finally:
                 self._pending -= 1
         self._here += 1
-        return self.extract(body, url, content_type, x_robots)
+        page = self.extract(body, url, content_type, x_robots)
+        self._trimmer.parsed(len(body))
+        return page
 
     def report_sections(self) -> dict[str, Any]:
         """``{"parse": {"pid", "here", "helpers": {pid: pages}}}`` (pages parsed in this

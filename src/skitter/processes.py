@@ -41,7 +41,7 @@ from skitter.autotune import share_memory
 from skitter.errors import OutputError, SkitterError, StateError
 from skitter.logs import set_process_index
 from skitter.merge import MERGE_FILE, Merger, merged_report, merged_stats
-from skitter.runtime import tune_gc
+from skitter.runtime import freeze_for_fork, tune_gc
 from skitter.settings import CrawlSettings
 from skitter.shard_cleanup import seal_finished
 from skitter.sharding import SHARDS_DIR, IpSlots, PageBudget, ShardLink, shard_dir
@@ -336,6 +336,7 @@ def _coordinate(
                     w.conn.send("stop" if signals == 1 else "abort")
 
     workers: list[_Worker] = []
+    freeze_for_fork()  # the imports stay shared with the crawler processes
     for k in range(count):
         parent_end, child_end = ctx.Pipe(duplex=True)
         proc = ctx.Process(

@@ -85,6 +85,9 @@ async def test_zstd_crawl_same_rows_and_readers(site: Site, tmp_path: Path) -> N
     code, _, err = await arun_cli("merge", str(z), "--out", str(merged))
     assert code == 0, err
     assert rows(merged) == rows(ref)
+    assert not (merged / "links.tsv").exists()  # zstd in, zstd out: complete frames
+    ends, size = frame_ends(merged / "links.tsv.zst")
+    assert ends[-1] == size
     # --processes 2: the shards' frames copied into OUT/links.tsv.zst
     await crawl(site, z2, "--links-compress", "zstd", "--processes", "2")
     assert rows(z2) == rows(ref)

@@ -156,3 +156,29 @@ def test_newest_fencing_token_wins_over_a_later_fetch(tmp_path: Path) -> None:
     assert rows == [f"{a}\thttp://a.test/ok\t\tok\ta\t0\tqueued"]
     stamp = json.loads((tmp_path / "m" / "merged.json").read_text())
     assert stamp["stale_leases"] == 1
+
+
+def test_zstd_inputs_give_a_zstd_merge_and_plain_ones_a_plain_one(tmp_path: Path) -> None:
+    """Regression: merge wrote a plain links.tsv even from links.tsv.zst folders."""
+    from skitter.export.linkfile import compress_links, frame_ends, iter_lines
+
+    a, b = "http://a.test/", "http://b.test/"
+    rec = {"url": a, "final_url": a, "status": 200, "depth": 0, "bytes": 1,
+           "fetched_at": "2026-01-01T00:00:01.000Z"}  # fmt: skip
+    rec_b = {**rec, "url": b, "final_url": b}
+    folder(tmp_path / "x", [rec], [f"{a}\t{b}\t\tto b\ta\t0\tqueued"], {"totals": {}})
+    folder(tmp_path / "y", [rec_b], [f"{b}\t{a}\t\tto a\ta\t0\tseen"], {"totals": {}})
+    compress_links(tmp_path / "x" / "links.tsv")  # x: links.tsv.zst, y: links.tsv
+    out = tmp_path / "m"
+    s = merge_folders([tmp_path / "x", tmp_path / "y"], out)
+    zst = out / "links.tsv.zst"
+    assert s.links == 2 and zst.exists() and not (out / "links.tsv").exists()
+    ends, size = frame_ends(zst)
+    assert len(ends) == 2 and ends[-1] == size  # the header frame, then the rows' frame
+    lines = [line.decode() for _, line in iter_lines(zst, 0, size)]
+    assert lines == [HEADER + "\n", f"{a}\t{b}\t\tto b\ta\t0\tqueued\n",
+                     f"{b}\t{a}\t\tto a\ta\t0\tseen\n"]  # fmt: skip
+    # the same MERGED again from plain folders only: links.tsv, and the old .zst is gone
+    merge_folders([tmp_path / "y"], out)
+    assert not zst.exists()
+    assert (out / "links.tsv").read_text().splitlines() == [HEADER, f"{b}\t{a}\t\tto a\ta\t0\tseen"]

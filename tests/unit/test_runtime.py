@@ -1,10 +1,15 @@
-"""skitter.runtime: the crawling process's garbage-collector settings."""
+"""skitter.runtime: the crawling process's garbage-collector settings and heap trimming."""
 
 from __future__ import annotations
 
 import gc
+import os
+import sys
+from collections.abc import Sequence
 
-from skitter.runtime import GC_THRESHOLDS, tune_gc
+import pytest
+
+from skitter.runtime import GC_THRESHOLDS, freeze_for_fork, trim_heap, tune_gc
 
 
 def test_tune_gc_freezes_startup_objects_and_raises_young_threshold() -> None:
@@ -21,3 +26,72 @@ def test_tune_gc_freezes_startup_objects_and_raises_young_threshold() -> None:
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc_trim")
+def test_trim_heap_gives_free_heap_pages_back() -> None:
+    # 100 kB blocks come from the heap (below glibc's mmap threshold); a block kept at the end
+    # stops the heap's top from shrinking by itself, so only malloc_trim returns the rest
+    blocks = [bytearray(100_000) for _ in range(600)]
+    for b in blocks:
+        b[::4096] = b"x" * len(b[::4096])  # touch every page: resident
+    tail = bytearray(100_000)
+    tail[::4096] = b"y" * len(tail[::4096])
+    del blocks
+    before = _rss_bytes()
+    assert trim_heap() is True
+    assert before - _rss_bytes() > 30_000_000  # most of the ~60 MB freed is given back
+    assert tail[0] == ord("y")
+    assert trim_heap() in (True, False)  # nothing left to give: still fine
+
+
+def test_freeze_for_fork_freezes_everything_live() -> None:
+    try:
+        freeze_for_fork()
+        assert gc.get_freeze_count() > 0
+        assert gc.get_count()[0] < 100  # collected first
+    finally:
+        gc.unfreeze()
+
+
+def test_parse_stage_trims_every_32_mib_and_after_large_pages(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import asyncio
+
+    import skitter.parse_stage as ps
+    from skitter.models import Page
+
+    trims: list[int] = []
+    monkeypatch.setattr(ps, "trim_heap", lambda: trims.append(1) or True)
+
+    def extract(body: bytes, url: str, ct: str | None, xr: Sequence[str]) -> Page:
+        return Page(links=[], base_url=url, encoding="utf-8", title="", noindex=False,
+                    nofollow=False, ids=frozenset())  # fmt: skip
+
+    stage = ps.ParseStage(extract)
+    body = b"<p>" + b"x" * (512 * 1024 - 3)  # 512 KiB: not a large page
+
+    async def parse_n(n: int) -> None:
+        for _ in range(n):
+            await stage.parse(body, "http://a.test/", "text/html", ())
+
+    asyncio.run(parse_n(63))
+    assert trims == []  # 31.5 MiB
+    asyncio.run(parse_n(1))
+    assert trims == [1]  # 32 MiB
+    asyncio.run(parse_n(64))
+    assert trims == [1, 1]
+    # a page larger than SEGMENT_MIN_BYTES: trimmed right after it
+    small = b"<p>x</p>"
+    asyncio.run(stage.parse(small, "http://a.test/", "text/html", ()))
+    assert trims == [1, 1]
+    big = b"<p>" + b"x" * ps.SEGMENT_MIN_BYTES
+    asyncio.run(stage.parse(big, "http://a.test/", "text/html", ()))
+    assert trims == [1, 1, 1]
+    assert ps.TRIM_EVERY_BYTES == 32 * 1024 * 1024

@@ -16,7 +16,7 @@ def add_parser(sub: Any) -> None:
     """Register the ``merge`` subcommand."""
     m = sub.add_parser(
         "merge",
-        help="join crawl folders into one pages.jsonl, links.tsv and report.json",
+        help="join crawl folders into one pages.jsonl, links.tsv (.zst) and report.json",
         description="Join the journals of crawl folders (the shards of a --processes crawl, "
         "separate crawls) into MERGED, one record per URL: the latest attempt (fetched_at) "
         "wins; ties go to the folder given later, then to the later line.",

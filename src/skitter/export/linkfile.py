@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, BinaryIO
 
@@ -43,6 +43,7 @@ from skitter.export.base import LineJournal, fsync_dir
 __all__ = [
     "COMPRESSIONS",
     "LINKS_ZST_FILE",
+    "ZstdFramer",
     "ZstdLinksWriter",
     "complete_end",
     "compress_links",
@@ -496,10 +497,52 @@ def lines_since(path: str | os.PathLike[str], start: int) -> tuple[list[bytes], 
     return lines, end
 
 
+class ZstdFramer:
+    """Whole lines in, complete independent zstd frames out: the header frame
+    (:func:`header_frame`) first, then frames of about ``frame_bytes`` of lines each (RFC 8878
+    §3.1.1, content checksum on), for a links.tsv.zst written in one go (a merge, a
+    compression after the crawl); the result reads like a crawl's (:func:`open_links`).
+
+    Args:
+        write: called with each frame's bytes, in order (e.g. a file's ``write``).
+        frame_bytes: uncompressed bytes of lines per frame (at least one line each).
+        first: the first frame's bytes (default the links.tsv header line).
+
+    Errors: whatever ``write`` raises (OSError).
+    """
+
+    def __init__(
+        self,
+        write: Callable[[bytes], Any],
+        frame_bytes: int = 4 << 20,
+        first: bytes = _HEADER_BYTES,
+    ) -> None:
+        self._write = write
+        self._frame_bytes = frame_bytes
+        self._lines: list[bytes] = []
+        self._size = 0
+        write(header_frame() if first == _HEADER_BYTES else _frame(first))
+
+    def add(self, line: bytes) -> None:
+        """Append one whole line (ending in a newline); a frame is written when
+        ``frame_bytes`` are buffered."""
+        self._lines.append(line)
+        self._size += len(line)
+        if self._size >= self._frame_bytes:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the buffered lines as one frame (nothing if none)."""
+        if self._lines:
+            data = b"".join(self._lines)
+            self._lines, self._size = [], 0
+            self._write(_frame(data))
+
+
 def compress_links(src: str | os.PathLike[str], frame_bytes: int = 4 << 20) -> Path:
     """Replace a finished links.tsv by ``links.tsv.zst`` beside it (frames of whole lines,
-    about ``frame_bytes`` of rows each, after the header frame); written to a temporary
-    name, fsynced and renamed before ``src`` is removed. Returns the new path.
+    about ``frame_bytes`` of rows each, after the header frame: :class:`ZstdFramer`); written
+    to a temporary name, fsynced and renamed before ``src`` is removed. Returns the new path.
 
     Raises:
         OSError: a file cannot be read or written.
@@ -508,11 +551,11 @@ def compress_links(src: str | os.PathLike[str], frame_bytes: int = 4 << 20) -> P
     dst = src.with_name(LINKS_ZST_FILE)
     tmp = dst.with_name(dst.name + ".tmp")
     with open(src, "rb") as f, open(tmp, "wb") as out:
-        first = f.readline()
-        out.write(header_frame() if first == _HEADER_BYTES else _frame(first))
+        framer = ZstdFramer(out.write, frame_bytes, first=f.readline())
         while block := f.read(frame_bytes):
             block += f.readline()  # whole lines in each frame
-            out.write(_frame(block))
+            framer.add(block)
+            framer.flush()
         out.flush()
         os.fsync(out.fileno())
     os.replace(tmp, dst)
