@@ -336,6 +336,10 @@ def _fails_at_start(coding: str, head: bytes) -> bool:
         return not (skippable or head.startswith(_ZSTD_MAGIC[: len(head)])) or not head
     if coding == "deflate" and len(head) >= 2 and _is_zlib_header(head):
         return False
+    if _sniff_coding(head) is not None:
+        # another coding's magic number (a gzip body labelled "gzip, br"): brotli has no
+        # magic, and some gzip headers (by their mtime bytes) decode as a brotli start
+        return True
     layer = _make_layer(coding)
     try:
         for i in range(len(head)):
