@@ -347,6 +347,7 @@ def _coordinate(
         proc.start()
         child_end.close()
         workers.append(_Worker(k, proc, parent_end))
+    tune_gc()  # the coordinator too: merging and the end's report make many short-lived objects
     old_handlers = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     started = time.monotonic()
     last_merge = last_report = last_progress = 0.0
