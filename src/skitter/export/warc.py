@@ -40,34 +40,35 @@ Stored HTTP messages:
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import io
 import os
 import re
 import time
-import uuid
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from fastwarc.stream_io import GzipWriter
-from fastwarc.warc import WarcRecord, WarcRecordType
 
 from skitter import __version__
 from skitter.export.base import AppendFile, Closing
 from skitter.export.warc_record import (
+    EMPTY_SHA1,
     ISAL_LEVELS,
     ORIG_TRANSFER_ENCODING,
     REVISIT_PROFILES,
     WarcRevisit,
     _body_is_compressed,
     _clean,
-    _gzip_member,
     build_request_block,
     build_response_head,
+    gzip_member,
+    record_id_pair,
+    sha1_label,
     warc_date,
+    warc_head,
 )
 from skitter.models import Response
 
@@ -97,6 +98,8 @@ _WARC_TYPE_RE = re.compile(rb"\r\nWARC-Type:[ \t]*([A-Za-z]+)", re.IGNORECASE)
 #: Compressible bytes from which a record goes through FastWARC's gzip (fixed cost ≈ 60 µs,
 #: ≈ 17 ns/byte) rather than :mod:`zlib` (≈ 5 µs, ≈ 38 ns/byte at level 6).
 _FASTWARC_GZIP_MIN_BYTES = 4096
+#: what ends every record, after its block (WARC 1.1 §4)
+_RECORD_END = b"\r\n\r\n"
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,12 +146,6 @@ class RecordWritten:
     payload_digest: str | None
     offset: int
     length: int
-
-
-def _record_id() -> tuple[bytes, str]:
-    """A fresh record id as (urn for FastWARC, header value ``<urn:uuid:...>``)."""
-    urn = f"uuid:{uuid.uuid4()}"
-    return urn.encode("ascii"), f"<urn:{urn}>"
 
 
 class WarcWriter(Closing):
@@ -289,10 +286,11 @@ class WarcWriter(Closing):
         """
         if self._closed:
             raise ValueError("write to a closed WarcWriter")
-        date = datetime.fromtimestamp(self._clock() if fetched_at is None else fetched_at, tz=UTC)
+        date = warc_date(
+            datetime.fromtimestamp(self._clock() if fetched_at is None else fetched_at, tz=UTC)
+        )
         ip = ip if ip is not None else response.peer_ip
-        req_urn, req_id = _record_id()
-        resp_urn, resp_id = _record_id()
+        req_id, resp_id = record_id_pair()
 
         if request_headers_block is None:
             req_block = build_request_block(request_url, response.request_headers, method=method)
@@ -306,138 +304,116 @@ class WarcWriter(Closing):
         common = [("WARC-Target-URI", request_url)]
         if ip:
             common.append(("WARC-IP-Address", ip))
-        req_headers = [
+        req_fields = [
             *common,
             ("WARC-Concurrent-To", resp_id),
             ("Content-Type", _REQUEST_TYPE),
+            ("WARC-Payload-Digest", EMPTY_SHA1),
         ]
-        resp_headers = [
+        resp_fields = [
             *common,
             ("WARC-Concurrent-To", req_id),
             ("Content-Type", _RESPONSE_TYPE),
         ]
         if truncated:
-            resp_headers.append(("WARC-Truncated", truncated))
+            resp_fields.append(("WARC-Truncated", truncated))
+        label = sha1_label(hashlib.sha1(payload).digest())
+        # as written: a response always has one, a revisit of an empty payload (a 304) none
+        digest = label if revisit is None or payload else None
         if revisit is not None:
             profile = REVISIT_PROFILES.get(revisit.profile)
             if profile is None:
                 raise ValueError(f"unknown revisit profile {revisit.profile!r}")
-            resp_headers += [
+            resp_fields += [
                 ("WARC-Profile", profile),
                 ("WARC-Refers-To-Target-URI", revisit.refers_to_uri),
                 ("WARC-Refers-To-Date", revisit.refers_to_date),
             ]
             if revisit.refers_to_id:
-                resp_headers.append(("WARC-Refers-To", revisit.refers_to_id))
+                resp_fields.append(("WARC-Refers-To", revisit.refers_to_id))
 
-        req_bytes = self._encode(WarcRecordType.request, req_urn, date, req_headers, req_block, b"")
-        payload_sha1 = hashlib.sha1(payload).digest()
+        req_parts = self._encode("request", req_id, date, req_fields, req_block)
         if revisit is None:
-            resp_block = resp_head + payload
-            resp_bytes = self._encode(
-                WarcRecordType.response,
-                resp_urn,
+            resp_fields.append(("WARC-Payload-Digest", label))
+            resp_parts = self._encode(
+                "response",
+                resp_id,
                 date,
-                resp_headers,
-                resp_block,
+                resp_fields,
+                resp_head,
                 payload,
                 store_payload=len(payload) > 0 and _body_is_compressed(response),
-                payload_sha1=payload_sha1,
             )
-        else:
-            resp_block = resp_head
-            resp_bytes = self._encode(
-                WarcRecordType.revisit,
-                resp_urn,
-                date,
-                resp_headers,
-                resp_head,
-                payload if payload else None,
-                payload_digest_only=True,
-                payload_sha1=payload_sha1,
-            )
-        data = req_bytes + resp_bytes
+        else:  # the block has no payload, the digest names it
+            if digest is not None:
+                resp_fields.append(("WARC-Payload-Digest", label))
+            resp_parts = self._encode("revisit", resp_id, date, resp_fields, resp_head)
+        req_len = sum(map(len, req_parts))
+        data = b"".join(req_parts + resp_parts)
 
-        file = self._file_for(len(data))
-        start = file.offset()
+        file, start = self._file_for(len(data))
         file.write(data)
         self._exchanges_in_file += 1
         written = WarcWritten(
             path=file.path,
             offset=start,
             length=len(data),
-            response_offset=start + len(req_bytes),
+            response_offset=start + req_len,
             request_id=req_id,
             response_id=resp_id,
-            date=warc_date(date),
+            date=date,
         )
         if self._on_record is not None:
-            # as written: a response always has one, a revisit of an empty payload none
-            digest = None
-            if revisit is None or payload:
-                digest = "sha1:" + base64.b32encode(payload_sha1).decode("ascii")
             self._on_record(
                 file.path,
                 RecordWritten(
                     "response" if revisit is None else "revisit",
                     request_url,
-                    written.date,
-                    resp_block,
+                    date,
+                    resp_head + payload if revisit is None else resp_head,
                     digest,
                     written.response_offset,
-                    len(resp_bytes),
+                    len(data) - req_len,
                 ),
             )
         return written
 
     def _encode(
         self,
-        record_type: WarcRecordType,
-        urn: bytes,
-        date: datetime,
-        headers: Sequence[tuple[str, str]],
-        block: bytes,
-        payload: bytes | None,
+        record_type: str,
+        record_id: str,
+        date: str,
+        fields: list[tuple[str, str]],
+        head: bytes,
+        payload: bytes = b"",
         *,
         store_payload: bool = False,
-        payload_digest_only: bool = False,
-        payload_sha1: bytes | None = None,
-    ) -> bytes:
-        """One record as one complete gzip member (see the module doc): FastWARC's gzip for
-        large compressible blocks, else :func:`_gzip_member`; with ``store_payload`` the
-        payload (already compressed) goes in stored deflate blocks. ``payload_sha1``: the
-        SHA-1 of ``payload`` when the caller has it already."""
-        record = WarcRecord()
-        record.init_headers(record_type, urn)
-        record.record_date = date
-        for name, value in headers:
-            record.headers.append(name, value)
-        digest = None
-        if payload is not None:
-            digest = payload_sha1 if payload_sha1 is not None else hashlib.sha1(payload).digest()
-        if payload_digest_only:  # revisit: the block has no payload, the digest names it
-            if digest is not None:
-                record.headers.append(
-                    "WARC-Payload-Digest", "sha1:" + base64.b32encode(digest).decode("ascii")
-                )
-            digest, payload = None, None
-        record.set_bytes_content(block)
-        stored = len(payload) if store_payload and payload else 0
-        if self.compression_level in ISAL_LEVELS or len(block) - stored < _FASTWARC_GZIP_MIN_BYTES:
-            raw = self._raw
-            try:
-                record.write(raw, checksum_data=True, payload_digest=digest)
-                data = raw.getvalue()
-            finally:
-                raw.seek(0)
-                raw.truncate()
-            # FastWARC writes header, block, CRLF CRLF: the payload ends the block
-            if payload and stored and not data.endswith(payload + b"\r\n\r\n"):
-                stored = 0  # pragma: no cover - defensive: deflate it all
-            return _gzip_member(data, self.compression_level, stored + 4 if stored else 0)
+    ) -> list[bytes | memoryview]:
+        """One record as the pieces of one complete gzip member (see the module doc): its
+        block is ``head`` + ``payload``; ``fields`` are its named fields after
+        ``Content-Length`` (:func:`warc_head`), ``WARC-Block-Digest`` is added here. FastWARC's
+        gzip for large compressible blocks, else :func:`gzip_member`; with ``store_payload``
+        the payload (already compressed) goes in stored deflate blocks. ``fields`` is
+        extended."""
+        sha1 = hashlib.sha1(head)
+        if payload:
+            sha1.update(payload)
+        fields.append(("WARC-Block-Digest", sha1_label(sha1.digest())))
+        length = len(head) + len(payload)
+        warc = warc_head(record_type, record_id, date, length, fields)
+        level = self.compression_level
+        stored = len(payload) if store_payload else 0
+        if level in ISAL_LEVELS or length - stored < _FASTWARC_GZIP_MIN_BYTES:
+            if stored:
+                return gzip_member((warc, head), level, payload, _RECORD_END)
+            return gzip_member((warc, head, payload, _RECORD_END), level)
         try:
-            record.write(self._gz, checksum_data=True, payload_digest=digest)
-            self._gz.finish()
+            gz = self._gz
+            gz.write(warc)
+            gz.write(head)
+            gz.write(payload)
+            gz.write(_RECORD_END)
+            gz.finish()
             data = self._buf.getvalue()
         except BaseException:
             # The compressor may hold half a member: start over with a fresh one.
@@ -446,19 +422,19 @@ class WarcWriter(Closing):
             raise
         self._buf.seek(0)
         self._buf.truncate()
-        return data
+        return [data]
 
-    def _file_for(self, nbytes: int) -> AppendFile:
-        """The file the next ``nbytes`` go to, rotating or creating as needed."""
-        if self._file is not None and (
-            self._exchanges_in_file > 0 and self._file.offset() + nbytes > self.max_bytes
-        ):
+    def _file_for(self, nbytes: int) -> tuple[AppendFile, int]:
+        """The file the next ``nbytes`` go to, rotating or creating as needed, and its size."""
+        if self._file is not None:
+            size = self._file.offset()
+            if self._exchanges_in_file == 0 or size + nbytes <= self.max_bytes:
+                return self._file, size
             self._file.close()
             self._done(self._file.path, False)
             self._file = None
-        if self._file is None:
-            self._file = self._open_next()
-        return self._file
+        self._file = self._open_next()
+        return self._file, self._file.offset()
 
     def _open_next(self) -> AppendFile:
         stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime(self._clock()))
@@ -479,17 +455,15 @@ class WarcWriter(Closing):
             *self.warcinfo_fields,
         ]
         block = "".join(f"{_clean(k)}: {_clean(v)}\r\n" for k, v in fields).encode("utf-8")
-        urn, _ = _record_id()
         try:
             info = self._encode(
-                WarcRecordType.warcinfo,
-                urn,
-                datetime.fromtimestamp(self._clock(), tz=UTC),
+                "warcinfo",
+                record_id_pair()[0],
+                warc_date(datetime.fromtimestamp(self._clock(), tz=UTC)),
                 [("WARC-Filename", name), ("Content-Type", "application/warc-fields")],
                 block,
-                None,
             )
-            file.write(info)
+            file.write(b"".join(info))
         except BaseException:
             file.close()
             raise
