@@ -6,18 +6,20 @@ counting on from the highest one already in the directory; WARC 1.1 Annex B) and
 "record-at-time compression"), so a reader can seek to any record and a file cut by a crash
 can be repaired by dropping the last, incomplete member.
 
-Records are serialised with FastWARC (``WarcRecord.write``). A record whose compressible part
-is large (an uncompressed HTML body) is written into a FastWARC ``GzipWriter``, calling
+Records are serialised here (:func:`skitter.export.warc_record.warc_head`: the layout of
+FastWARC's ``WarcRecord.write``, byte for byte, without its per-record object and copies; each
+block hashed once for its digest, the payload once for its own). A record whose compressible
+part is large (an uncompressed HTML body) is deflated by a FastWARC ``GzipWriter``, calling
 ``finish()`` after each record so each becomes its own member (without it FastWARC 2.x writes one
 gzip stream that warcio refuses): FastWARC's deflate was measured faster than :mod:`zlib` on
 large blocks (for 10k records of 50 kB HTML at level 6, ≈ 2,000-2,230 vs 1,340-1,490 records
 per CPU-second, same file size). But each of its members costs ≈ 60 µs of set-up, so small
 records (requests, warcinfo, revisits) and responses whose body is already content-encoded
-(gzip, br, zstd: deflate cannot shrink them) are serialised uncompressed and made into a gzip
-member with :mod:`zlib` here (:func:`_gzip_member`): the WARC and HTTP headers deflated at
-``compression_level``, an already-compressed body *stored* (deflate stored blocks, level 0),
-which gives the same file size as deflating it at level 6 for a fifth of the CPU. The
-uncompressed record bytes are the same either way.
+(gzip, br, zstd: deflate cannot shrink them) are made into a gzip member here
+(:func:`skitter.export.warc_record.gzip_member`): the WARC and HTTP headers deflated (by ISA-L:
+under 4 KiB it costs half of zlib's set-up for 2 bytes more a record), an already-compressed
+body *stored* (deflate stored blocks, level 0), which gives the same file size as deflating it
+at level 6 for a fifth of the CPU. The uncompressed record bytes are the same either way.
 
 Crash safety (see :mod:`skitter.export.base`): both members of an exchange are appended with one
 ``os.write``; :meth:`WarcWriter.repair` cuts a partial last member, and a ``request`` record left
@@ -59,6 +61,7 @@ from skitter.export.warc_record import (
     ISAL_LEVELS,
     ORIG_TRANSFER_ENCODING,
     REVISIT_PROFILES,
+    SMALL_DEFLATE_BYTES,
     WarcRevisit,
     _body_is_compressed,
     _clean,
@@ -96,8 +99,8 @@ _SCAN_CHUNK_BYTES = 1 << 20
 _HEAD_KEEP_BYTES = 1024
 _WARC_TYPE_RE = re.compile(rb"\r\nWARC-Type:[ \t]*([A-Za-z]+)", re.IGNORECASE)
 #: Compressible bytes from which a record goes through FastWARC's gzip (fixed cost ≈ 60 µs,
-#: ≈ 17 ns/byte) rather than :mod:`zlib` (≈ 5 µs, ≈ 38 ns/byte at level 6).
-_FASTWARC_GZIP_MIN_BYTES = 4096
+#: ≈ 17 ns/byte) rather than :func:`gzip_member` (ISA-L below that: ≈ 9 µs).
+_FASTWARC_GZIP_MIN_BYTES = SMALL_DEFLATE_BYTES
 #: what ends every record, after its block (WARC 1.1 §4)
 _RECORD_END = b"\r\n\r\n"
 
@@ -160,7 +163,8 @@ class WarcWriter(Closing):
         is_part_of: warcinfo ``isPartOf`` field (default: ``prefix``).
         compression_level: gzip level (1-9) of each member; 1-3 are ISA-L's deflate
             (:data:`skitter.export.warc_record.ISAL_LEVELS`: about a tenth of level 6's CPU
-            on HTML served uncompressed, for files ≈ 17-23% larger), 4-9 zlib's / FastWARC's.
+            on HTML served uncompressed, for files ≈ 17-23% larger), 4-9 zlib's / FastWARC's
+            (but ISA-L's level 3 for records of less than 4 KiB to deflate).
         warcinfo_fields: extra ``(name, value)`` fields for each warcinfo record.
         clock: returns Unix time in seconds; used for file names and default ``WARC-Date``.
         on_file_done: called as ``(path, final)`` once a file is complete: rotated away from
