@@ -131,3 +131,43 @@ def test_record_ids_are_distinct_version_4_uuids() -> None:
             assert rid == f"<urn:uuid:{u}>"
             seen.add(rid)
     assert len(seen) == 1000
+
+
+def test_request_blocks_of_repeated_headers() -> None:
+    """Header lines are reused for the same headers (a crawl's, one set per host): each block
+    still has its own request line, Host first, CR/LF cleaned, one text encoding."""
+    from skitter.export.warc_record import build_request_block
+
+    headers = (("User-Agent", "UA\r\nX: y"), ("Host", "a.test"), ("Accept", "*/*"))
+    for _ in range(2):
+        assert build_request_block("http://a.test/p?q=1", headers) == (
+            b"GET /p?q=1 HTTP/1.1\r\nHost: a.test\r\nUser-Agent: UA  X: y\r\nAccept: */*\r\n\r\n"
+        )
+        assert build_request_block("http://a.test/", headers, method="HEAD").startswith(
+            b"HEAD / HTTP/1.1\r\nHost: a.test\r\n"
+        )
+    latin = (("Host", "a.test"), ("X-A", "é"))
+    mixed = (("Host", "a.test"), ("X-A", "é"), ("X-B", "€"))
+    for _ in range(2):
+        assert build_request_block("http://a.test/", latin).endswith(b"X-A: \xe9\r\n\r\n")
+        assert build_request_block("http://a.test/", mixed).endswith(
+            "X-A: é\r\nX-B: €\r\n\r\n".encode()
+        )
+    # no Host header: derived from each URL
+    assert b"Host: b.test:81\r\n" in build_request_block("http://b.test:81/", [])
+    assert b"Host: c.test\r\n" in build_request_block("http://c.test/", [])
+
+
+def test_warc_date_text() -> None:
+    from datetime import UTC
+
+    from skitter.export.warc_record import warc_date
+
+    assert warc_date(datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)) == "2024-05-01T12:00:00Z"
+    assert warc_date(datetime(2024, 5, 1, 2, 3, 4, 500, tzinfo=UTC)) == (
+        "2024-05-01T02:03:04.000500Z"
+    )
+    for ts in (0.0, 1_714_564_800.123456, 4_102_444_799.999999):
+        d = datetime.fromtimestamp(ts, tz=UTC)
+        frac = f".{d.microsecond:06d}" if d.microsecond else ""
+        assert warc_date(d) == d.strftime("%Y-%m-%dT%H:%M:%S") + frac + "Z"

@@ -93,7 +93,10 @@ def warc_date(date: datetime) -> str:
     """``date`` (UTC) as FastWARC writes ``WARC-Date``: W3C ISO 8601 with microseconds
     when not zero (``2024-05-01T12:00:00.500000Z``, ``2024-05-01T12:00:00Z``)."""
     frac = f".{date.microsecond:06d}" if date.microsecond else ""
-    return date.strftime("%Y-%m-%dT%H:%M:%S") + frac + "Z"
+    if date.year < 1000:  # (strftime's %Y may not pad it)
+        return date.strftime("%Y-%m-%dT%H:%M:%S") + frac + "Z"
+    d = date
+    return f"{d.year}-{d.month:02d}-{d.day:02d}T{d.hour:02d}:{d.minute:02d}:{d.second:02d}{frac}Z"
 
 
 _B32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
@@ -191,6 +194,12 @@ def _host_header(url: str) -> str:
     return host
 
 
+#: header lines of :func:`build_request_block` by request headers (those of a crawl repeat
+#: but for ``Host``: one entry per host), cleared when full
+_HEADER_LINES: dict[tuple[tuple[str, str], ...], str] = {}
+_HEADER_LINES_MAX = 4096
+
+
 def build_request_block(
     url: str, headers: Sequence[tuple[str, str]], *, method: str = "GET"
 ) -> bytes:
@@ -206,13 +215,20 @@ def build_request_block(
     if parts.query:
         target = f"{target}?{parts.query}"
     target = quote(target, safe=_TARGET_SAFE)
-    host = [(k, v) for k, v in headers if k.lower() == "host"]
-    rest = [(k, v) for k, v in headers if k.lower() != "host" and k]
-    if not host:
-        host = [("Host", _host_header(url))]
-    lines = [f"{_clean(method)} {target} HTTP/1.1"]
-    lines.extend(f"{_clean(k)}: {_clean(v)}" for k, v in (*host, *rest))
-    return _encode_http("\r\n".join(lines) + "\r\n\r\n")
+    key = headers if isinstance(headers, tuple) else tuple(headers)
+    lines = _HEADER_LINES.get(key)
+    if lines is None:
+        host = [(k, v) for k, v in key if k.lower() == "host"]
+        rest = [(k, v) for k, v in key if k.lower() != "host" and k]
+        cache = bool(host)  # (else derived from the URL: not cached)
+        if not host:
+            host = [("Host", _host_header(url))]
+        lines = "".join(f"{_clean(k)}: {_clean(v)}\r\n" for k, v in (*host, *rest))
+        if cache:
+            if len(_HEADER_LINES) >= _HEADER_LINES_MAX:
+                _HEADER_LINES.clear()
+            _HEADER_LINES[key] = lines
+    return _encode_http(f"{_clean(method)} {target} HTTP/1.1\r\n{lines}\r\n")
 
 
 def build_response_head(response: Response) -> bytes:
