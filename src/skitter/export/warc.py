@@ -1,7 +1,8 @@
 """WARC 1.1 output: one ``request`` + one ``response`` record per HTTP exchange.
 
 Files are named ``{prefix}-{YYYYMMDDhhmmss}-{serial:05d}.warc.gz`` (UTC time of creation, serial
-counting on from the highest one already in the directory; WARC 1.1 Annex B) and start with a
+counting on from the highest one already in the directory; WARC 1.1 Annex B; names, listing and
+crash repair: :mod:`skitter.export.warc_files`) and start with a
 ``warcinfo`` record (WARC 1.1 §6.2). Every record is its own gzip member (WARC 1.1 Annex A,
 "record-at-time compression"), so a reader can seek to any record and a file cut by a crash
 can be repaired by dropping the last, incomplete member.
@@ -45,9 +46,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import re
 import time
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -56,6 +55,7 @@ from fastwarc.stream_io import GzipWriter
 
 from skitter import __version__
 from skitter.export.base import AppendFile, Closing
+from skitter.export.warc_files import file_name, list_files, repair_newest
 from skitter.export.warc_record import (
     EMPTY_SHA1,
     ISAL_LEVELS,
@@ -95,9 +95,6 @@ _WARC_FORMAT = "WARC File Format 1.1"
 _CONFORMS_TO = "http://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"
 _REQUEST_TYPE = "application/http;msgtype=request"
 _RESPONSE_TYPE = "application/http;msgtype=response"
-_SCAN_CHUNK_BYTES = 1 << 20
-_HEAD_KEEP_BYTES = 1024
-_WARC_TYPE_RE = re.compile(rb"\r\nWARC-Type:[ \t]*([A-Za-z]+)", re.IGNORECASE)
 #: Compressible bytes from which a record goes through FastWARC's gzip (fixed cost ≈ 60 µs,
 #: ≈ 17 ns/byte) rather than :func:`gzip_member` (ISA-L below that: ≈ 9 µs).
 _FASTWARC_GZIP_MIN_BYTES = SMALL_DEFLATE_BYTES
@@ -214,7 +211,7 @@ class WarcWriter(Closing):
         self._on_file_done = on_file_done
         self._on_record = on_record
         os.makedirs(self.directory, exist_ok=True)
-        existing = _list_files(self.directory, prefix)
+        existing = list_files(self.directory, prefix)
         self._serial = existing[-1][0] + 1 if existing else 0
         self._file: AppendFile | None = None
         self._exchanges_in_file = 0
@@ -443,7 +440,7 @@ class WarcWriter(Closing):
     def _open_next(self) -> AppendFile:
         stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime(self._clock()))
         while True:
-            name = f"{self.prefix}-{stamp}-{self._serial:05d}.warc.gz"
+            name = file_name(self.prefix, stamp, self._serial)
             path = os.path.join(self.directory, name)
             self._serial += 1
             try:
@@ -514,6 +511,7 @@ class WarcWriter(Closing):
         record; if that last record is a ``request`` (its ``response`` was lost), it is cut too.
         A file left without any complete record is deleted. Only the newest file (highest
         serial) can be partial: files are never reopened, and rotation happens between writes.
+        (:func:`skitter.export.warc_files.repair_newest`.)
 
         Returns:
             ``[(path, bytes_cut)]`` for the file changed, or ``[]`` if nothing was cut.
@@ -521,68 +519,4 @@ class WarcWriter(Closing):
         Raises:
             OSError: the directory or file cannot be read, truncated or removed.
         """
-        files = _list_files(os.fspath(directory), prefix)
-        if not files:
-            return []
-        path = files[-1][1]
-        size = os.path.getsize(path)
-        keep = _complete_length(path)
-        if keep == size:
-            return []
-        if keep == 0:
-            os.remove(path)
-        else:
-            os.truncate(path, keep)
-        return [(path, size - keep)]
-
-
-def _list_files(directory: str, prefix: str) -> list[tuple[int, str]]:
-    """``(serial, path)`` of this prefix's WARC files in ``directory``, by serial then name."""
-    pattern = re.compile(rf"^{re.escape(prefix)}-\d{{14}}-(\d{{5,}})\.warc\.gz$")
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return []
-    found = []
-    for name in names:
-        m = pattern.match(name)
-        if m:
-            found.append((int(m.group(1)), name))
-    found.sort()
-    return [(serial, os.path.join(directory, name)) for serial, name in found]
-
-
-def _complete_length(path: str) -> int:
-    """Bytes of ``path`` made of complete WARC gzip members, minus a trailing lone request."""
-    good_end = 0  # end of the last complete member
-    before_last = 0  # end of the member before it
-    last_is_request = False
-    read_pos = 0
-    with open(path, "rb") as f:
-        d = zlib.decompressobj(wbits=31)
-        head = b""
-        pending = b""
-        while True:
-            if not pending:
-                pending = f.read(_SCAN_CHUNK_BYTES)
-                if not pending:
-                    break
-                read_pos += len(pending)
-            try:
-                out = d.decompress(pending)
-            except zlib.error:
-                break
-            if len(head) < _HEAD_KEEP_BYTES:
-                head += out[: _HEAD_KEEP_BYTES - len(head)]
-            if not d.eof:
-                pending = b""
-                continue
-            if not head.startswith(b"WARC/"):
-                break
-            m = _WARC_TYPE_RE.search(head)
-            before_last, good_end = good_end, read_pos - len(d.unused_data)
-            last_is_request = m is not None and m.group(1).lower() == b"request"
-            pending = d.unused_data
-            d = zlib.decompressobj(wbits=31)
-            head = b""
-    return before_last if last_is_request else good_end
+        return repair_newest(directory, prefix)
