@@ -113,8 +113,8 @@ def _http_head(block: bytes) -> tuple[str | None, dict[str, str], int] | None:
         end, sep = block.find(b"\n\n"), 2
     head = block if end < 0 else block[:end]
     headers: dict[str, str] = {}
-    for raw in head.split(b"\n")[1:]:
-        name, colon, value = raw.decode("latin-1").rstrip("\r").partition(":")
+    for raw in head.decode("latin-1").split("\n")[1:]:  # (latin-1: byte for character)
+        name, colon, value = raw.rstrip("\r").partition(":")
         if colon:
             headers.setdefault(name.strip().lower(), value.strip())
     return m.group(1).decode(), headers, (len(block) if end < 0 else end + sep)
