@@ -171,3 +171,15 @@ def test_warc_date_text() -> None:
         d = datetime.fromtimestamp(ts, tz=UTC)
         frac = f".{d.microsecond:06d}" if d.microsecond else ""
         assert warc_date(d) == d.strftime("%Y-%m-%dT%H:%M:%S") + frac + "Z"
+
+
+def test_header_values_cannot_break_the_header_section(tmp_path: Path) -> None:
+    """CR/LF inside a field value (a target URI, a revisit's) become spaces: one line each."""
+    w = WarcWriter(tmp_path)
+    w.write_exchange("http://a.test/x\r\nWARC-Type: fake", _resp("x", b"b", b"b"))
+    w.close()
+    members = _members(w.files[0])
+    for member in members[1:]:
+        head = member.split(b"\r\n\r\n", 1)[0]
+        assert len([x for x in head.split(b"\r\n") if x.startswith(b"WARC-Type:")]) == 1
+        assert b"WARC-Target-URI: http://a.test/x  WARC-Type: fake\r\n" in head + b"\r\n"
