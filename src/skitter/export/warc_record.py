@@ -10,6 +10,7 @@ The rotating file writer is :mod:`skitter.export.warc`.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import struct
 import zlib
@@ -124,7 +125,7 @@ def sha1_label(digest: bytes) -> str:
 
 
 #: ``WARC-Payload-Digest`` of an empty payload (a GET request record's).
-EMPTY_SHA1 = sha1_label(b"\xda9\xa3\xee^kK\r2U\xbf\xef\x95`\x18\x90\xaf\xd8\x07\t")
+EMPTY_SHA1 = sha1_label(hashlib.sha1(b"").digest())
 
 
 def _uuid_urn(n: int) -> str:
