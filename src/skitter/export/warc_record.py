@@ -281,8 +281,12 @@ def _compressor(level: int, size: int) -> Any:
     """A raw deflate compressor for ``size`` bytes at ``level``: ISA-L for
     :data:`ISAL_LEVELS` and for fewer than :data:`SMALL_DEFLATE_BYTES` (at most its level 3),
     else zlib."""
-    if _isal is not None and (level in ISAL_LEVELS or size < SMALL_DEFLATE_BYTES):
-        return _isal.compressobj(min(level, 3), _isal.DEFLATED, -15)
+    if _isal is not None and level in ISAL_LEVELS:
+        return _isal.compressobj(level, _isal.DEFLATED, -15)
+    if _isal is not None and size < SMALL_DEFLATE_BYTES:
+        # memLevel 1: ≈ 190 KB of buffers, not ≈ 450 KB (each member allocates its own),
+        # for the same output on a few KiB
+        return _isal.compressobj(3, _isal.DEFLATED, -15, 1)
     # A window just larger than the deflated part loses nothing and skips most of zlib's
     # set-up cost (≈ 25-60 µs for the default 32 KiB window and hash table).
     wbits = min(zlib.MAX_WBITS, max(9, size.bit_length()))
