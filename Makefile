@@ -9,7 +9,10 @@ TEST_WORKERS ?= 2
 
 .PHONY: install sysdeps shared demo test test-fast lint bench bench-site bench-redis clean
 
-$(STAMP): pyproject.toml
+# mypyc compiles these at install (setup.py); editing one reinstalls (until then they run as .py)
+NATIVE_SRC := $(addprefix src/skitter/,url_simple.py url_join.py urls.py links.py link_decisions.py)
+
+$(STAMP): pyproject.toml setup.py $(NATIVE_SRC) | sysdeps
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'

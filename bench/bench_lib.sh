@@ -65,11 +65,16 @@ snapshot_src() {  # sets SKITTER_SRC: a frozen copy of src/skitter in $rdir (BEN
   SKITTER_SRC=$(pwd)/src
   if [ "${BENCH_SNAPSHOT:-1}" = 1 ]; then
     mkdir -p "$rdir/skitter-src"
-    tar -C src --exclude=__pycache__ -cf - skitter | tar -C "$rdir/skitter-src" -xf -
+    # (with mypyc's build of the hot path: the modules' .so files and their shared library)
+    (cd src && tar --exclude=__pycache__ -cf - skitter $(ls skitter_native__mypyc*.so 2>/dev/null)) \
+      | tar -C "$rdir/skitter-src" -xf -
     SKITTER_SRC=$(cd "$rdir/skitter-src" && pwd)
   fi
   got=$(env PYTHONPATH="$SKITTER_SRC" "$SKITTER_PY" -c 'import skitter; print(skitter.__file__)')
   [ "$got" = "$SKITTER_SRC/skitter/__init__.py" ] || die "skitter imports from $got, not $SKITTER_SRC"
+  # mypyc's build of the hot path in use (True), or its .py files (SKITTER_PURE=1, no compiler)
+  SKITTER_NATIVE=$(env PYTHONPATH="$SKITTER_SRC" "$SKITTER_PY" -c 'import skitter._native as n; print(n.active())')
+  export SKITTER_NATIVE
 }
 
 measure() {  # TAG LABEL CMD...: one run measured by measure.py, load read right after it

@@ -146,6 +146,7 @@ m = dict(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), cpus=os.cpu_co
          skitter_src_sha1=sys.argv[5], scrapy=ver(sys.argv[3], "scrapy"),
          crawlee=ver(sys.argv[6], "crawlee"), spider_rs=npm_ver("@spider-rs/spider-rs"),
          node=node_ver(),
+         skitter_native=os.environ.get("SKITTER_NATIVE"),
          loadavg_start=open("/proc/loadavg").read().split()[0])
 json.dump(m, open(sys.argv[1], "w"), indent=1)
 print("bench: machine", json.dumps(m))

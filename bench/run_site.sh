@@ -164,6 +164,7 @@ m = dict(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), cpus=os.cpu_co
          wget=(out("wget", "--version") or "").split("\n")[0],
          rust_doc=out("dpkg-query", "-W", "-f=${Version}", "rust-doc"),
          root=sys.argv[4], start=sys.argv[5],
+         skitter_native=os.environ.get("SKITTER_NATIVE"),
          loadavg_start=open("/proc/loadavg").read().split()[0])
 json.dump(m, open(sys.argv[1], "w"), indent=1)
 print("bench-site: machine", json.dumps(m))

@@ -15,6 +15,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from skitter import _native
+
+_native.install()  # compiled hot path, or its .py files when edited since the build
+
 __version__ = "0.1.0"
 
 __all__ = [

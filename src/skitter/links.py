@@ -391,7 +391,15 @@ def _extract_whole(
                 raw = attrs.get("xlink:href")
                 if raw is None:
                     continue
-            append(("a", raw, _anchor(node.text()), _has_token(attrs.get("rel"), "nofollow")))
+            rel = attrs.get("rel")  # (inlined _has_token and _anchor's ASCII path: per link)
+            text = node.text()
+            if text.isascii():
+                text = " ".join(text.split())
+                if len(text) > MAX_ANCHOR_CHARS:
+                    text = text[:MAX_ANCHOR_CHARS].rstrip(" ")
+            else:
+                text = _anchor(text)
+            append(("a", raw, text, rel is not None and "nofollow" in rel.lower().split()))
         elif tag == "area":
             raw = attrs.get("href")
             if raw is None:
@@ -478,12 +486,14 @@ def _extract_whole(
     join = urls.join
     resolved: dict[str, str | None] = {}  # pages repeat hrefs; joining dominates the cost
     links: list[Link] = []
+    add = links.append
+    new = tuple.__new__  # Link(...) without its keyword handling: one per link
     for kind, raw, anchor, rel_nofollow in found:
         if raw in resolved:
             target = resolved[raw]
         else:
             target = resolved[raw] = join(base_url, raw, url_encoding)
-        links.append(Link(target, raw, kind, anchor, nofollow or rel_nofollow))
+        add(new(Link, (target, raw, kind, anchor, nofollow or rel_nofollow)))
     return Page(
         links=links,
         base_url=base_url,

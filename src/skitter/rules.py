@@ -146,6 +146,37 @@ class ScopeRule:
             return False
         return self._host_in_scope(hk) and self._patterns_ok(canonical_url)
 
+    def decide_page(
+        self, links: Sequence[tuple[str | None, bool]], *, depth: int, is_seed_page: bool
+    ) -> list[tuple[Decision, str | None]]:
+        """:meth:`decide` for every link of one page, each judged as ``decide(url,
+        nofollow=nofollow, index=position)`` would: same results, but a link repeated on the
+        page (same URL and nofollow) is judged once.
+
+        Args:
+            links: ``(absolute URL or None, nofollow)`` per link, in document order.
+            depth, is_seed_page: as for :meth:`decide`, the same for the whole page.
+
+        Returns:
+            One ``(decision, canonical URL)`` per link, in order.
+        """
+        s = self.settings
+        cap = s.max_seed_links if is_seed_page and s.max_seed_links is not None else None
+        if cap is None:
+            cap = s.max_links_per_page
+        memo: dict[tuple[str | None, bool], tuple[Decision, str | None]] = {}
+        out: list[tuple[Decision, str | None]] = []
+        for i, key in enumerate(links):
+            r = memo.get(key) if cap is None or i < cap else None  # the cap: per position
+            if r is None:
+                r = self.decide(
+                    key[0], depth=depth, nofollow=key[1], index=i, is_seed_page=is_seed_page
+                )
+                if cap is None or i < cap:
+                    memo[key] = r
+            out.append(r)
+        return out
+
     def decide(
         self,
         raw_url: str | None,

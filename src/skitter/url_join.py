@@ -14,6 +14,8 @@ from functools import lru_cache
 
 import ada_url
 
+from skitter.url_simple import is_serialized, resolve_simple
+
 __all__ = ["join"]
 
 
@@ -211,20 +213,28 @@ def _authority_start(url: str) -> int:
 
 @lru_cache(maxsize=1024)
 def _base_prefix(base: str) -> str | None:
-    """``"scheme://host[:port]"`` of ``base`` when :func:`join` may resolve path-absolute
-    hrefs against that prefix alone (``base`` starts with it and then a ``/``), else None."""
+    """``"scheme://host[:port]"`` of ``base``, serialised (WHATWG), when :func:`join` may
+    resolve path-absolute hrefs against that prefix alone (``base`` is an http(s) URL with a
+    plain authority, then a ``/``), else None."""
     start = _authority_start(base)
     if start < 0:
         return None
     p = base.find("/", start)
     if p < 0:
         return None
-    prefix = base[:p]
-    if _PLAIN_PREFIX_RE.match(prefix) is None or _parse_href(prefix + "/") is None:
+    return _serialized_prefix(base[:p])
+
+
+@lru_cache(maxsize=1024)
+def _serialized_prefix(prefix: str) -> str | None:
+    """:func:`_base_prefix` of the ``scheme://host[:port]`` part (one parse per origin)."""
+    if _PLAIN_PREFIX_RE.match(prefix) is None:
         return None
     # The base is valid: the path, query and fragment after the prefix cannot make a
-    # WHATWG parse fail, so its validity is that of the prefix.
-    return prefix
+    # WHATWG parse fail, so its validity is that of the prefix. Its serialisation
+    # ("http://h:80" -> "http://h") resolves every path-absolute href the same way.
+    href = _parse_href(prefix + "/")
+    return None if href is None else href[:-1]
 
 
 @lru_cache(maxsize=1024)
@@ -284,13 +294,17 @@ def join(base: str, href: str, encoding: str = "utf-8") -> str | None:
     # "http(s)://..." does not use the base at all (WHATWG "special authority slashes"),
     # and a path-absolute "/..." keeps only the base's scheme, host and port; a relative
     # path only the base's directory (pages of one folder share it).
+    # Plain references (ASCII letters, digits, a few marks) are resolved with string
+    # operations (skitter.url_simple), the others parsed by ada-url.
     if href.startswith("/"):
         if not href.startswith(("//", "/\\")):
             prefix = _base_prefix(base)
             if prefix is not None:
-                return _join_cached(prefix + "/", href, encoding)
+                prefix += "/"
+                simple = resolve_simple(prefix, href)
+                return simple if simple is not None else _join_cached(prefix, href, encoding)
     elif href.startswith(("http://", "https://")) and _base_prefix(base) is not None:
-        return _join_cached(_ANY_BASE, href, encoding)
+        return href if is_serialized(href) else _join_cached(_ANY_BASE, href, encoding)
     elif (
         href
         and href[0] not in "?#"
@@ -298,7 +312,8 @@ def join(base: str, href: str, encoding: str = "utf-8") -> str | None:
         and (base_dir := _base_dir(base)) is not None
     ):
         # a relative path ("x", "../x", "x?q"): only the base's directory counts
-        return _join_cached(base_dir, href, encoding)
+        simple = resolve_simple(base_dir, href)
+        return simple if simple is not None else _join_cached(base_dir, href, encoding)
     return _join(base, href, encoding)
 
 

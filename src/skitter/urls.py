@@ -19,6 +19,7 @@ from skitter.url_join import _authority_start, _parse, _parse_href
 from skitter.url_join import _clean_input as _clean_input
 from skitter.url_join import _join as _join
 from skitter.url_join import join as join
+from skitter.url_simple import is_serialized, path_start
 
 __all__ = [
     "canonicalize",
@@ -65,6 +66,8 @@ _SESSION_NAMES = (
     r"|sid|sessionid|session_id|cfid|cftoken)"
 )
 _QUERY_SESSION_RE = re.compile(r"(?:^|&)" + _SESSION_NAMES + "=", re.IGNORECASE)
+# the same, searched in a whole URL from its "?"
+_URL_QUERY_SESSION_RE = re.compile(r"[?&]" + _SESSION_NAMES + "=", re.IGNORECASE)
 _QUERY_SESSION_KEY_RE = re.compile(_SESSION_NAMES + r"\Z", re.IGNORECASE)
 _PATH_SESSION_RE = re.compile(";" + _SESSION_NAMES + r"=[^;/]*", re.IGNORECASE)
 
@@ -92,7 +95,7 @@ def _strip_query_sessions(query: str) -> str:
 
 def _canon_once(url: str) -> tuple[str, str, bool] | None:
     """One canonicalisation pass: (canonical, host key, path session ids were removed)."""
-    href = _parse_href(url)
+    href = url if is_serialized(url) else _parse_href(url)
     if href is None:
         return None
     start = _authority_start(href)
@@ -153,13 +156,34 @@ def _strip_host_dots(host_port: str) -> str:
 CANON_CACHE_ENTRIES = 1 << 12
 
 
-@lru_cache(maxsize=CANON_CACHE_ENTRIES)
 def canonicalize_with_host(url: str) -> tuple[str, str] | None:
     """:func:`canonicalize` plus the :func:`host_key` of the result, in one parse.
 
     Returns:
         ``(canonical_url, host_key)``, or None when :func:`canonicalize` gives None.
     """
+    # A URL in its WHATWG serialisation made of plain code points (skitter.url_simple:
+    # no escapes, no characters RFC 3986 forbids, no userinfo, no trailing host dot) needs
+    # only its fragment, an empty "?" and session ids removed.
+    p = path_start(url)
+    if p >= 0:
+        h = url.find("#", p)
+        if h >= 0:
+            url = url[:h]
+        q = url.find("?", p)
+        if q >= 0:
+            if q == len(url) - 1:
+                url = url[:q]
+            elif _URL_QUERY_SESSION_RE.search(url, q) is not None:
+                return _canonicalize_parsed(url)
+        if url.find(";", p, q if q >= 0 else len(url)) < 0:
+            return url, url[url.find("//") + 2 : p]
+    return _canonicalize_parsed(url)
+
+
+@lru_cache(maxsize=CANON_CACHE_ENTRIES)
+def _canonicalize_parsed(url: str) -> tuple[str, str] | None:
+    """:func:`canonicalize_with_host` through a WHATWG parse (any URL)."""
     res = _canon_once(url)
     # Removing a path session id can expose a new dot segment ("/.;jsessionid=1/x");
     # re-run until stable so the result is idempotent.
@@ -233,6 +257,10 @@ def fingerprint(canonical_url: str) -> int:
 
 def _host_of(url: str) -> tuple[str, str]:
     """(scheme, host[:port]) of ``url``: the WHATWG serialisation, trailing dots removed."""
+    p = path_start(url)
+    if p >= 0:  # a plain serialised URL (skitter.url_simple): no parse needed
+        s = url.find("://")
+        return url[:s], url[s + 3 : p]
     parsed = _parse(url)
     if parsed is None:
         raise ValueError(f"invalid URL: {url!r}")

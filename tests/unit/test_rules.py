@@ -242,3 +242,35 @@ def test_decide_domain_scope_test_hosts() -> None:
     assert decide(r, "http://a.example.test/p")[0] is Decision.QUEUED
     assert decide(r, "https://b.a.example.test:444/p")[0] is Decision.QUEUED
     assert decide(r, "http://example.other/p")[0] is Decision.SCOPE
+
+
+@pytest.mark.parametrize(
+    "kw,seed_page",
+    [
+        ({}, False),
+        ({"max_links_per_page": 3}, False),
+        ({"max_links_per_page": 5, "max_seed_links": 2}, True),
+        ({"max_depth": 1, "exclude": ["/x"]}, False),
+    ],
+)
+def test_decide_page_gives_decide_per_link(kw: dict[str, object], seed_page: bool) -> None:
+    # repeated links are judged once, but the per-page cap still counts positions
+    links = [
+        ("http://a.test/p", False),
+        ("http://a.test/p", False),
+        ("http://a.test/p", True),
+        ("http://other.test/", False),
+        (None, False),
+        ("http://a.test/x", False),
+        ("http://a.test/p#f", False),
+        ("http://a.test/p", False),
+        ("mailto:a@b.test", False),
+    ]
+    r = rule("http://a.test/", **kw)
+    want = [
+        r.decide(u, depth=1, nofollow=nf, index=i, is_seed_page=seed_page)
+        for i, (u, nf) in enumerate(links)
+    ]
+    assert r.decide_page(links, depth=1, is_seed_page=seed_page) == want
+    assert (Decision.LIMIT in {d for d, _ in want}) == ("max_links_per_page" in kw)
+    assert Decision.QUEUED in {d for d, _ in want}

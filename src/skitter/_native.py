@@ -1,0 +1,86 @@
+"""Which build of the hot-path modules runs: mypyc-compiled, or the Python sources.
+
+``setup.py`` compiles a few modules (URL resolution, canonical form, link extraction and
+decisions) with mypyc and records the SHA-256 of each source in ``_native_sources.json``.
+An extension module shadows its ``.py`` on import, so after the sources are edited in an
+editable install the compiled code would be stale. :func:`install` puts a finder first on
+``sys.meta_path`` that loads every recorded module from its ``.py`` file when
+
+* any recorded source differs from its digest (all of them, not just the edited one: the
+  compiled modules call each other directly, so they are current together or not at all),
+* or the environment sets ``SKITTER_PURE=1`` (the tests run the pure path this way too).
+
+Otherwise the normal import system finds the extension modules. :func:`active` says which.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+
+__all__ = ["active", "install"]
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+_SOURCES = _PACKAGE_DIR / "_native_sources.json"
+
+
+class _SourceFinder(importlib.abc.MetaPathFinder):
+    """Finds the recorded modules' ``.py`` files (ahead of their extension modules)."""
+
+    def __init__(self, names: frozenset[str]) -> None:
+        self.names = names
+
+    def find_spec(
+        self,
+        fullname: str,
+        path: Sequence[str] | None,
+        target: ModuleType | None = None,
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in self.names:
+            return None
+        source = _PACKAGE_DIR / (fullname.rpartition(".")[2] + ".py")
+        return importlib.util.spec_from_file_location(fullname, source)
+
+
+def _recorded() -> dict[str, str]:
+    try:
+        data = json.loads(_SOURCES.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _current(recorded: dict[str, str]) -> bool:
+    for name, digest in recorded.items():
+        source = _PACKAGE_DIR / (name.rpartition(".")[2] + ".py")
+        try:
+            if hashlib.sha256(source.read_bytes()).hexdigest() != digest:
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def install() -> None:
+    """Choose the build once per process (called by ``skitter/__init__``); never raises."""
+    recorded = _recorded()
+    if not recorded:
+        return  # nothing compiled: the .py files are all there is
+    if os.environ.get("SKITTER_PURE") == "1" or not _current(recorded):
+        sys.meta_path.insert(0, _SourceFinder(frozenset(recorded)))
+
+
+def active() -> bool:
+    """True when the compiled hot-path modules are in use (``skitter.urls`` was loaded from
+    an extension module)."""
+    import skitter.urls
+
+    return not str(skitter.urls.__file__).endswith(".py")
