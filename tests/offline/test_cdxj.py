@@ -198,3 +198,41 @@ def test_a_record_that_cannot_be_indexed_makes_its_file_read_back(tmp_path: Path
     written = Path(cdxj_path_for(path)).read_text().splitlines(keepends=True)
     assert len(written) == 6
     assert written == _mine(Path(path))
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_index_made_while_writing_equals_cdxj_indexers(tmp_path: Path) -> None:
+    """The hook's lines (fast SURT keys, JSON built by hand) are cdxj-indexer's."""
+    indexer = CrawlIndexer()
+    w = WarcWriter(tmp_path, on_file_done=indexer, on_record=indexer.on_record)
+    _exchanges(w)
+    w.write_exchange(
+        "http://www.A.test:8080/Q/x/?b=1&a=%22%C3%A9",
+        Response("http://a.test/", 200, "OK", (("Content-Type", 'text/"x"; q=1'),), b"b", b"b"),
+        fetched_at=1714564806.5,
+    )
+    w.close()
+    [path] = w.files
+    written = Path(cdxj_path_for(path)).read_text().splitlines(keepends=True)
+    # (a 304 revisit without payload digest: cdxj-indexer gives no digest, we the empty one's)
+    nm = "test,a)/nm "
+    assert [x for x in written if not x.startswith(nm)] == [
+        x for x in _theirs(Path(path)) if not x.startswith(nm)
+    ]
+    assert len(written) == 7
+    assert any(line.startswith('test,a:8080)/q/x?a="%c3%a9&b=1 2024') for line in written)
+
+
+def test_line_is_json_dumps_and_timestamp_the_date_digits() -> None:
+    from skitter.offline.cdxj import _line, _timestamp
+
+    index = {"url": 'http://a/"\\\x01é\u2028', "mime": "t/h", "status": "200", "digest": "d"}
+    index |= {"offset": "12", "filename": "f é.warc.gz"}
+    for keys in (("url",), ("url", "mime"), ("url", "status", "digest")):
+        ordered = {k: index[k] for k in keys} | {"length": "5"}
+        ordered |= {"offset": "12", "filename": "f é.warc.gz"}
+        part = {k: v for k, v in index.items() if k in keys or k in ("offset", "filename")}
+        assert _line("k 1", part, 5) == "k 1 " + json.dumps(ordered) + "\n"
+    for date in ("2024-05-01T12:00:00Z", "2024-05-01T12:00:00.250000Z", "2024-13-01T25:00:00Z"):
+        assert _timestamp(date) == "".join(c for c in date if c.isdigit())[:14]
+    assert _timestamp("2024-05-01T12:00:00+02:00") == "20240501100000"

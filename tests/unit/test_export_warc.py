@@ -495,7 +495,7 @@ def test_bad_arguments(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("stored", [0, 1, 4, 100, 5000, 5004])
 def test_gzip_member_round_trips(stored: int) -> None:
-    from skitter.export.warc import _gzip_member
+    from skitter.export.warc_record import _gzip_member
 
     data = b"WARC/1.1\r\n" + b"header: value\r\n" * 50 + os.urandom(4990) + b"\r\n\r\n"
     member = _gzip_member(data, 6, stored)
@@ -509,7 +509,7 @@ def test_gzip_member_round_trips(stored: int) -> None:
 def test_gzip_member_stored_tail_of_several_blocks(stored: int) -> None:
     """A stored tail past one stored block's 65,535 bytes (RFC 1951 §3.2.4) is split into
     blocks, the last one final: the member inflates to the same bytes, with nothing after."""
-    from skitter.export.warc import _gzip_member
+    from skitter.export.warc_record import _gzip_member
 
     data = b"WARC/1.1\r\n" + b"header: value\r\n" * 50 + os.urandom(200_000) + b"\r\n\r\n"
     member = _gzip_member(data, 6, stored)
@@ -528,7 +528,11 @@ def _fixed_ids(monkeypatch: pytest.MonkeyPatch) -> None:
     from skitter.export import warc
 
     counter = itertools.count()
-    monkeypatch.setattr(warc.uuid, "uuid4", lambda: uuid.UUID(int=next(counter)))
+
+    def pair() -> tuple[str, str]:
+        return tuple(f"<urn:uuid:{uuid.UUID(int=next(counter))}>" for _ in "ab")  # type: ignore[return-value]
+
+    monkeypatch.setattr(warc, "record_id_pair", pair)
 
 
 @pytest.mark.parametrize("payload_kb", [3, 200])
@@ -570,7 +574,7 @@ def test_stored_payload_records_are_the_same_records(
 
 
 def test_body_is_compressed() -> None:
-    from skitter.export.warc import _body_is_compressed
+    from skitter.export.warc_record import _body_is_compressed
 
     def resp(*headers: tuple[str, str]) -> Response:
         return Response("http://example.test/", 200, headers=headers)

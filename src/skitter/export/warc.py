@@ -1,23 +1,26 @@
 """WARC 1.1 output: one ``request`` + one ``response`` record per HTTP exchange.
 
 Files are named ``{prefix}-{YYYYMMDDhhmmss}-{serial:05d}.warc.gz`` (UTC time of creation, serial
-counting on from the highest one already in the directory; WARC 1.1 Annex B) and start with a
+counting on from the highest one already in the directory; WARC 1.1 Annex B; names, listing and
+crash repair: :mod:`skitter.export.warc_files`) and start with a
 ``warcinfo`` record (WARC 1.1 §6.2). Every record is its own gzip member (WARC 1.1 Annex A,
 "record-at-time compression"), so a reader can seek to any record and a file cut by a crash
 can be repaired by dropping the last, incomplete member.
 
-Records are serialised with FastWARC (``WarcRecord.write``). A record whose compressible part
-is large (an uncompressed HTML body) is written into a FastWARC ``GzipWriter``, calling
+Records are serialised here (:func:`skitter.export.warc_record.warc_head`: the layout of
+FastWARC's ``WarcRecord.write``, byte for byte, without its per-record object and copies; each
+block hashed once for its digest, the payload once for its own). A record whose compressible
+part is large (an uncompressed HTML body) is deflated by a FastWARC ``GzipWriter``, calling
 ``finish()`` after each record so each becomes its own member (without it FastWARC 2.x writes one
 gzip stream that warcio refuses): FastWARC's deflate was measured faster than :mod:`zlib` on
 large blocks (for 10k records of 50 kB HTML at level 6, ≈ 2,000-2,230 vs 1,340-1,490 records
 per CPU-second, same file size). But each of its members costs ≈ 60 µs of set-up, so small
 records (requests, warcinfo, revisits) and responses whose body is already content-encoded
-(gzip, br, zstd: deflate cannot shrink them) are serialised uncompressed and made into a gzip
-member with :mod:`zlib` here (:func:`_gzip_member`): the WARC and HTTP headers deflated at
-``compression_level``, an already-compressed body *stored* (deflate stored blocks, level 0),
-which gives the same file size as deflating it at level 6 for a fifth of the CPU. The
-uncompressed record bytes are the same either way.
+(gzip, br, zstd: deflate cannot shrink them) are made into a gzip member here
+(:func:`skitter.export.warc_record.gzip_member`): the WARC and HTTP headers deflated (by ISA-L:
+under 4 KiB it costs half of zlib's set-up for 2 bytes more a record), an already-compressed
+body *stored* (deflate stored blocks, level 0), which gives the same file size as deflating it
+at level 6 for a fifth of the CPU. The uncompressed record bytes are the same either way.
 
 Crash safety (see :mod:`skitter.export.base`): both members of an exchange are appended with one
 ``os.write``; :meth:`WarcWriter.repair` cuts a partial last member, and a ``request`` record left
@@ -40,34 +43,35 @@ Stored HTTP messages:
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import io
 import os
-import re
 import time
-import uuid
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from fastwarc.stream_io import GzipWriter
-from fastwarc.warc import WarcRecord, WarcRecordType
 
 from skitter import __version__
 from skitter.export.base import AppendFile, Closing
+from skitter.export.warc_files import file_name, list_files, repair_newest
 from skitter.export.warc_record import (
+    EMPTY_SHA1,
     ISAL_LEVELS,
     ORIG_TRANSFER_ENCODING,
     REVISIT_PROFILES,
+    SMALL_DEFLATE_BYTES,
     WarcRevisit,
     _body_is_compressed,
     _clean,
-    _gzip_member,
     build_request_block,
     build_response_head,
+    gzip_member,
+    record_id_pair,
+    sha1_label,
     warc_date,
+    warc_head,
 )
 from skitter.models import Response
 
@@ -91,12 +95,11 @@ _WARC_FORMAT = "WARC File Format 1.1"
 _CONFORMS_TO = "http://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"
 _REQUEST_TYPE = "application/http;msgtype=request"
 _RESPONSE_TYPE = "application/http;msgtype=response"
-_SCAN_CHUNK_BYTES = 1 << 20
-_HEAD_KEEP_BYTES = 1024
-_WARC_TYPE_RE = re.compile(rb"\r\nWARC-Type:[ \t]*([A-Za-z]+)", re.IGNORECASE)
 #: Compressible bytes from which a record goes through FastWARC's gzip (fixed cost ≈ 60 µs,
-#: ≈ 17 ns/byte) rather than :mod:`zlib` (≈ 5 µs, ≈ 38 ns/byte at level 6).
-_FASTWARC_GZIP_MIN_BYTES = 4096
+#: ≈ 17 ns/byte) rather than :func:`gzip_member` (ISA-L below that: ≈ 9 µs).
+_FASTWARC_GZIP_MIN_BYTES = SMALL_DEFLATE_BYTES
+#: what ends every record, after its block (WARC 1.1 §4)
+_RECORD_END = b"\r\n\r\n"
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,12 +148,6 @@ class RecordWritten:
     length: int
 
 
-def _record_id() -> tuple[bytes, str]:
-    """A fresh record id as (urn for FastWARC, header value ``<urn:uuid:...>``)."""
-    urn = f"uuid:{uuid.uuid4()}"
-    return urn.encode("ascii"), f"<urn:{urn}>"
-
-
 class WarcWriter(Closing):
     """Writes HTTP exchanges to rotating, per-record-gzipped WARC 1.1 files.
 
@@ -163,7 +160,8 @@ class WarcWriter(Closing):
         is_part_of: warcinfo ``isPartOf`` field (default: ``prefix``).
         compression_level: gzip level (1-9) of each member; 1-3 are ISA-L's deflate
             (:data:`skitter.export.warc_record.ISAL_LEVELS`: about a tenth of level 6's CPU
-            on HTML served uncompressed, for files ≈ 17-23% larger), 4-9 zlib's / FastWARC's.
+            on HTML served uncompressed, for files ≈ 17-23% larger), 4-9 zlib's / FastWARC's
+            (but ISA-L's level 3 for records of less than 4 KiB to deflate).
         warcinfo_fields: extra ``(name, value)`` fields for each warcinfo record.
         clock: returns Unix time in seconds; used for file names and default ``WARC-Date``.
         on_file_done: called as ``(path, final)`` once a file is complete: rotated away from
@@ -213,7 +211,7 @@ class WarcWriter(Closing):
         self._on_file_done = on_file_done
         self._on_record = on_record
         os.makedirs(self.directory, exist_ok=True)
-        existing = _list_files(self.directory, prefix)
+        existing = list_files(self.directory, prefix)
         self._serial = existing[-1][0] + 1 if existing else 0
         self._file: AppendFile | None = None
         self._exchanges_in_file = 0
@@ -289,10 +287,11 @@ class WarcWriter(Closing):
         """
         if self._closed:
             raise ValueError("write to a closed WarcWriter")
-        date = datetime.fromtimestamp(self._clock() if fetched_at is None else fetched_at, tz=UTC)
+        date = warc_date(
+            datetime.fromtimestamp(self._clock() if fetched_at is None else fetched_at, tz=UTC)
+        )
         ip = ip if ip is not None else response.peer_ip
-        req_urn, req_id = _record_id()
-        resp_urn, resp_id = _record_id()
+        req_id, resp_id = record_id_pair()
 
         if request_headers_block is None:
             req_block = build_request_block(request_url, response.request_headers, method=method)
@@ -306,138 +305,116 @@ class WarcWriter(Closing):
         common = [("WARC-Target-URI", request_url)]
         if ip:
             common.append(("WARC-IP-Address", ip))
-        req_headers = [
+        req_fields = [
             *common,
             ("WARC-Concurrent-To", resp_id),
             ("Content-Type", _REQUEST_TYPE),
+            ("WARC-Payload-Digest", EMPTY_SHA1),
         ]
-        resp_headers = [
+        resp_fields = [
             *common,
             ("WARC-Concurrent-To", req_id),
             ("Content-Type", _RESPONSE_TYPE),
         ]
         if truncated:
-            resp_headers.append(("WARC-Truncated", truncated))
+            resp_fields.append(("WARC-Truncated", truncated))
+        label = sha1_label(hashlib.sha1(payload).digest())
+        # as written: a response always has one, a revisit of an empty payload (a 304) none
+        digest = label if revisit is None or payload else None
         if revisit is not None:
             profile = REVISIT_PROFILES.get(revisit.profile)
             if profile is None:
                 raise ValueError(f"unknown revisit profile {revisit.profile!r}")
-            resp_headers += [
+            resp_fields += [
                 ("WARC-Profile", profile),
                 ("WARC-Refers-To-Target-URI", revisit.refers_to_uri),
                 ("WARC-Refers-To-Date", revisit.refers_to_date),
             ]
             if revisit.refers_to_id:
-                resp_headers.append(("WARC-Refers-To", revisit.refers_to_id))
+                resp_fields.append(("WARC-Refers-To", revisit.refers_to_id))
 
-        req_bytes = self._encode(WarcRecordType.request, req_urn, date, req_headers, req_block, b"")
-        payload_sha1 = hashlib.sha1(payload).digest()
+        req_parts = self._encode("request", req_id, date, req_fields, req_block)
         if revisit is None:
-            resp_block = resp_head + payload
-            resp_bytes = self._encode(
-                WarcRecordType.response,
-                resp_urn,
+            resp_fields.append(("WARC-Payload-Digest", label))
+            resp_parts = self._encode(
+                "response",
+                resp_id,
                 date,
-                resp_headers,
-                resp_block,
+                resp_fields,
+                resp_head,
                 payload,
                 store_payload=len(payload) > 0 and _body_is_compressed(response),
-                payload_sha1=payload_sha1,
             )
-        else:
-            resp_block = resp_head
-            resp_bytes = self._encode(
-                WarcRecordType.revisit,
-                resp_urn,
-                date,
-                resp_headers,
-                resp_head,
-                payload if payload else None,
-                payload_digest_only=True,
-                payload_sha1=payload_sha1,
-            )
-        data = req_bytes + resp_bytes
+        else:  # the block has no payload, the digest names it
+            if digest is not None:
+                resp_fields.append(("WARC-Payload-Digest", label))
+            resp_parts = self._encode("revisit", resp_id, date, resp_fields, resp_head)
+        req_len = sum(map(len, req_parts))
+        data = b"".join(req_parts + resp_parts)
 
-        file = self._file_for(len(data))
-        start = file.offset()
+        file, start = self._file_for(len(data))
         file.write(data)
         self._exchanges_in_file += 1
         written = WarcWritten(
             path=file.path,
             offset=start,
             length=len(data),
-            response_offset=start + len(req_bytes),
+            response_offset=start + req_len,
             request_id=req_id,
             response_id=resp_id,
-            date=warc_date(date),
+            date=date,
         )
         if self._on_record is not None:
-            # as written: a response always has one, a revisit of an empty payload none
-            digest = None
-            if revisit is None or payload:
-                digest = "sha1:" + base64.b32encode(payload_sha1).decode("ascii")
             self._on_record(
                 file.path,
                 RecordWritten(
                     "response" if revisit is None else "revisit",
                     request_url,
-                    written.date,
-                    resp_block,
+                    date,
+                    resp_head + payload if revisit is None else resp_head,
                     digest,
                     written.response_offset,
-                    len(resp_bytes),
+                    len(data) - req_len,
                 ),
             )
         return written
 
     def _encode(
         self,
-        record_type: WarcRecordType,
-        urn: bytes,
-        date: datetime,
-        headers: Sequence[tuple[str, str]],
-        block: bytes,
-        payload: bytes | None,
+        record_type: str,
+        record_id: str,
+        date: str,
+        fields: list[tuple[str, str]],
+        head: bytes,
+        payload: bytes = b"",
         *,
         store_payload: bool = False,
-        payload_digest_only: bool = False,
-        payload_sha1: bytes | None = None,
-    ) -> bytes:
-        """One record as one complete gzip member (see the module doc): FastWARC's gzip for
-        large compressible blocks, else :func:`_gzip_member`; with ``store_payload`` the
-        payload (already compressed) goes in stored deflate blocks. ``payload_sha1``: the
-        SHA-1 of ``payload`` when the caller has it already."""
-        record = WarcRecord()
-        record.init_headers(record_type, urn)
-        record.record_date = date
-        for name, value in headers:
-            record.headers.append(name, value)
-        digest = None
-        if payload is not None:
-            digest = payload_sha1 if payload_sha1 is not None else hashlib.sha1(payload).digest()
-        if payload_digest_only:  # revisit: the block has no payload, the digest names it
-            if digest is not None:
-                record.headers.append(
-                    "WARC-Payload-Digest", "sha1:" + base64.b32encode(digest).decode("ascii")
-                )
-            digest, payload = None, None
-        record.set_bytes_content(block)
-        stored = len(payload) if store_payload and payload else 0
-        if self.compression_level in ISAL_LEVELS or len(block) - stored < _FASTWARC_GZIP_MIN_BYTES:
-            raw = self._raw
-            try:
-                record.write(raw, checksum_data=True, payload_digest=digest)
-                data = raw.getvalue()
-            finally:
-                raw.seek(0)
-                raw.truncate()
-            # FastWARC writes header, block, CRLF CRLF: the payload ends the block
-            if payload and stored and not data.endswith(payload + b"\r\n\r\n"):
-                stored = 0  # pragma: no cover - defensive: deflate it all
-            return _gzip_member(data, self.compression_level, stored + 4 if stored else 0)
+    ) -> list[bytes | memoryview]:
+        """One record as the pieces of one complete gzip member (see the module doc): its
+        block is ``head`` + ``payload``; ``fields`` are its named fields after
+        ``Content-Length`` (:func:`warc_head`), ``WARC-Block-Digest`` is added here. FastWARC's
+        gzip for large compressible blocks, else :func:`gzip_member`; with ``store_payload``
+        the payload (already compressed) goes in stored deflate blocks. ``fields`` is
+        extended."""
+        sha1 = hashlib.sha1(head)
+        if payload:
+            sha1.update(payload)
+        fields.append(("WARC-Block-Digest", sha1_label(sha1.digest())))
+        length = len(head) + len(payload)
+        warc = warc_head(record_type, record_id, date, length, fields)
+        level = self.compression_level
+        stored = len(payload) if store_payload else 0
+        if level in ISAL_LEVELS or length - stored < _FASTWARC_GZIP_MIN_BYTES:
+            if stored:
+                return gzip_member((warc, head), level, payload, _RECORD_END)
+            return gzip_member((warc, head, payload, _RECORD_END), level)
         try:
-            record.write(self._gz, checksum_data=True, payload_digest=digest)
-            self._gz.finish()
+            gz = self._gz
+            gz.write(warc)
+            gz.write(head)
+            gz.write(payload)
+            gz.write(_RECORD_END)
+            gz.finish()
             data = self._buf.getvalue()
         except BaseException:
             # The compressor may hold half a member: start over with a fresh one.
@@ -446,24 +423,24 @@ class WarcWriter(Closing):
             raise
         self._buf.seek(0)
         self._buf.truncate()
-        return data
+        return [data]
 
-    def _file_for(self, nbytes: int) -> AppendFile:
-        """The file the next ``nbytes`` go to, rotating or creating as needed."""
-        if self._file is not None and (
-            self._exchanges_in_file > 0 and self._file.offset() + nbytes > self.max_bytes
-        ):
+    def _file_for(self, nbytes: int) -> tuple[AppendFile, int]:
+        """The file the next ``nbytes`` go to, rotating or creating as needed, and its size."""
+        if self._file is not None:
+            size = self._file.offset()
+            if self._exchanges_in_file == 0 or size + nbytes <= self.max_bytes:
+                return self._file, size
             self._file.close()
             self._done(self._file.path, False)
             self._file = None
-        if self._file is None:
-            self._file = self._open_next()
-        return self._file
+        self._file = self._open_next()
+        return self._file, self._file.offset()
 
     def _open_next(self) -> AppendFile:
         stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime(self._clock()))
         while True:
-            name = f"{self.prefix}-{stamp}-{self._serial:05d}.warc.gz"
+            name = file_name(self.prefix, stamp, self._serial)
             path = os.path.join(self.directory, name)
             self._serial += 1
             try:
@@ -479,17 +456,15 @@ class WarcWriter(Closing):
             *self.warcinfo_fields,
         ]
         block = "".join(f"{_clean(k)}: {_clean(v)}\r\n" for k, v in fields).encode("utf-8")
-        urn, _ = _record_id()
         try:
             info = self._encode(
-                WarcRecordType.warcinfo,
-                urn,
-                datetime.fromtimestamp(self._clock(), tz=UTC),
+                "warcinfo",
+                record_id_pair()[0],
+                warc_date(datetime.fromtimestamp(self._clock(), tz=UTC)),
                 [("WARC-Filename", name), ("Content-Type", "application/warc-fields")],
                 block,
-                None,
             )
-            file.write(info)
+            file.write(b"".join(info))
         except BaseException:
             file.close()
             raise
@@ -536,6 +511,7 @@ class WarcWriter(Closing):
         record; if that last record is a ``request`` (its ``response`` was lost), it is cut too.
         A file left without any complete record is deleted. Only the newest file (highest
         serial) can be partial: files are never reopened, and rotation happens between writes.
+        (:func:`skitter.export.warc_files.repair_newest`.)
 
         Returns:
             ``[(path, bytes_cut)]`` for the file changed, or ``[]`` if nothing was cut.
@@ -543,68 +519,4 @@ class WarcWriter(Closing):
         Raises:
             OSError: the directory or file cannot be read, truncated or removed.
         """
-        files = _list_files(os.fspath(directory), prefix)
-        if not files:
-            return []
-        path = files[-1][1]
-        size = os.path.getsize(path)
-        keep = _complete_length(path)
-        if keep == size:
-            return []
-        if keep == 0:
-            os.remove(path)
-        else:
-            os.truncate(path, keep)
-        return [(path, size - keep)]
-
-
-def _list_files(directory: str, prefix: str) -> list[tuple[int, str]]:
-    """``(serial, path)`` of this prefix's WARC files in ``directory``, by serial then name."""
-    pattern = re.compile(rf"^{re.escape(prefix)}-\d{{14}}-(\d{{5,}})\.warc\.gz$")
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return []
-    found = []
-    for name in names:
-        m = pattern.match(name)
-        if m:
-            found.append((int(m.group(1)), name))
-    found.sort()
-    return [(serial, os.path.join(directory, name)) for serial, name in found]
-
-
-def _complete_length(path: str) -> int:
-    """Bytes of ``path`` made of complete WARC gzip members, minus a trailing lone request."""
-    good_end = 0  # end of the last complete member
-    before_last = 0  # end of the member before it
-    last_is_request = False
-    read_pos = 0
-    with open(path, "rb") as f:
-        d = zlib.decompressobj(wbits=31)
-        head = b""
-        pending = b""
-        while True:
-            if not pending:
-                pending = f.read(_SCAN_CHUNK_BYTES)
-                if not pending:
-                    break
-                read_pos += len(pending)
-            try:
-                out = d.decompress(pending)
-            except zlib.error:
-                break
-            if len(head) < _HEAD_KEEP_BYTES:
-                head += out[: _HEAD_KEEP_BYTES - len(head)]
-            if not d.eof:
-                pending = b""
-                continue
-            if not head.startswith(b"WARC/"):
-                break
-            m = _WARC_TYPE_RE.search(head)
-            before_last, good_end = good_end, read_pos - len(d.unused_data)
-            last_is_request = m is not None and m.group(1).lower() == b"request"
-            pending = d.unused_data
-            d = zlib.decompressobj(wbits=31)
-            head = b""
-    return before_last if last_is_request else good_end
+        return repair_newest(directory, prefix)

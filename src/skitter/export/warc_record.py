@@ -1,13 +1,17 @@
-"""WARC record building: the stored HTTP messages and each record's gzip member.
+"""WARC record building: the stored HTTP messages, record headers and each record's gzip member.
 
 Owns what goes *inside* a WARC 1.1 record, independent of files: the request block
-(WARC 1.1 §6.5) and response head (§6.3) as stored, ``WARC-Date`` text, the revisit
-profiles (§6.7), and the zlib gzip member (RFC 1952, WARC 1.1 Annex A) used for small or
-already-compressed records. The rotating file writer is :mod:`skitter.export.warc`.
+(WARC 1.1 §6.5) and response head (§6.3) as stored, ``WARC-Date`` text, record ids, digests,
+the WARC header section (:func:`warc_head`, laid out byte for byte as FastWARC's
+``WarcRecord.write`` lays it out), the revisit profiles (§6.7), and the gzip member
+(RFC 1952, WARC 1.1 Annex A) made with zlib / ISA-L for small or already-compressed records.
+The rotating file writer is :mod:`skitter.export.warc`.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import struct
 import zlib
 from collections.abc import Sequence
@@ -31,14 +35,23 @@ except ImportError:  # pragma: no cover - isal is a dependency
 #: Measured on 600 rust-doc HTML pages (40 KiB): ISA-L 1-2 ≈ 40 us a page for 14.0% of the
 #: size, ISA-L 3 ≈ 90 us for 13.3%, against ≈ 380-460 us for 11.4% at level 6.
 ISAL_LEVELS = range(1, 4)
+#: Deflated parts smaller than this (bytes) go through ISA-L whatever the level (its level 3
+#: for levels 4-9): zlib costs ≈ 20 µs for the ≈ 730 bytes of a record's WARC and HTTP
+#: headers at any level, ISA-L ≈ 9 µs, for 2 bytes more (487.5 against 485.5 on average).
+SMALL_DEFLATE_BYTES = 4096
 
 __all__ = [
+    "EMPTY_SHA1",
     "ORIG_TRANSFER_ENCODING",
     "REVISIT_PROFILES",
     "WarcRevisit",
     "build_request_block",
     "build_response_head",
+    "gzip_member",
+    "record_id_pair",
+    "sha1_label",
     "warc_date",
+    "warc_head",
 ]
 
 
@@ -81,7 +94,76 @@ def warc_date(date: datetime) -> str:
     """``date`` (UTC) as FastWARC writes ``WARC-Date``: W3C ISO 8601 with microseconds
     when not zero (``2024-05-01T12:00:00.500000Z``, ``2024-05-01T12:00:00Z``)."""
     frac = f".{date.microsecond:06d}" if date.microsecond else ""
-    return date.strftime("%Y-%m-%dT%H:%M:%S") + frac + "Z"
+    if date.year < 1000:  # (strftime's %Y may not pad it)
+        return date.strftime("%Y-%m-%dT%H:%M:%S") + frac + "Z"
+    d = date
+    return f"{d.year}-{d.month:02d}-{d.day:02d}T{d.hour:02d}:{d.minute:02d}:{d.second:02d}{frac}Z"
+
+
+_B32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+#: base32 of every 10-bit value: two letters (a SHA-1 is 160 bits = 16 of them, no padding)
+_B32_PAIRS = [a + b for a in _B32 for b in _B32]
+_B32_SHIFTS = tuple(range(150, -10, -10))
+#: UUID version 4 and RFC 4122 variant bits (RFC 9562 §5.4) of a 128-bit number
+_UUID_KEEP = ((1 << 128) - 1) & ~((0xF << 76) | (0x3 << 62))
+_UUID_SET = (0x4 << 76) | (0x2 << 62)
+
+
+def sha1_label(digest: bytes) -> str:
+    """A 20-byte SHA-1 digest as WARC writes it (WARC 1.1 §5.8, §5.9, as warcio and FastWARC
+    do): ``sha1:`` + 32 base32 letters (RFC 4648 §6, no padding needed). The same text as
+    ``base64.b32encode``, for a fraction of its CPU.
+
+    Raises:
+        ValueError: ``digest`` is not 20 bytes.
+    """
+    if len(digest) != 20:
+        raise ValueError(f"a SHA-1 digest is 20 bytes, got {len(digest)}")
+    n = int.from_bytes(digest, "big")
+    pairs = _B32_PAIRS
+    return "sha1:" + "".join([pairs[(n >> s) & 0x3FF] for s in _B32_SHIFTS])
+
+
+#: ``WARC-Payload-Digest`` of an empty payload (a GET request record's).
+EMPTY_SHA1 = sha1_label(hashlib.sha1(b"").digest())
+
+
+def _uuid_urn(n: int) -> str:
+    h = f"{n & _UUID_KEEP | _UUID_SET:032x}"
+    return f"<urn:uuid:{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}>"
+
+
+def record_id_pair() -> tuple[str, str]:
+    """Two fresh ``WARC-Record-ID`` values (WARC 1.1 §5.2), ``<urn:uuid:...>`` of random
+    (version 4) UUIDs (RFC 9562 §5.4), from one :func:`os.urandom` call."""
+    n = int.from_bytes(os.urandom(32), "big")
+    return _uuid_urn(n >> 128), _uuid_urn(n)
+
+
+def warc_head(
+    record_type: str,
+    record_id: str,
+    date: str,
+    length: int,
+    fields: Sequence[tuple[str, str]],
+) -> bytes:
+    """A WARC record's header section (WARC 1.1 §4), ending with the empty line.
+
+    Shape (FastWARC's order): ``WARC/1.1``, ``WARC-Type``, ``WARC-Date`` (``date`` as
+    :func:`warc_date` writes it), ``WARC-Record-ID``, ``Content-Length`` (``length``: bytes
+    of the block), then ``fields`` in order (the digests last, by the caller), each line
+    ending CRLF, text UTF-8. CR/LF inside a value become spaces.
+    """
+    lines = [
+        f"WARC/1.1\r\nWARC-Type: {record_type}\r\nWARC-Date: {date}\r\n"
+        f"WARC-Record-ID: {record_id}\r\nContent-Length: {length}\r\n"
+    ]
+    for name, value in fields:
+        if "\r" in value or "\n" in value:
+            value = _clean(value)
+        lines.append(f"{name}: {value}\r\n")
+    lines.append("\r\n")
+    return "".join(lines).encode("utf-8")
 
 
 def _clean(text: str) -> str:
@@ -113,6 +195,12 @@ def _host_header(url: str) -> str:
     return host
 
 
+#: header lines of :func:`build_request_block` by request headers (those of a crawl repeat
+#: but for ``Host``: one entry per host), cleared when full
+_HEADER_LINES: dict[tuple[tuple[str, str], ...], str] = {}
+_HEADER_LINES_MAX = 4096
+
+
 def build_request_block(
     url: str, headers: Sequence[tuple[str, str]], *, method: str = "GET"
 ) -> bytes:
@@ -128,13 +216,20 @@ def build_request_block(
     if parts.query:
         target = f"{target}?{parts.query}"
     target = quote(target, safe=_TARGET_SAFE)
-    host = [(k, v) for k, v in headers if k.lower() == "host"]
-    rest = [(k, v) for k, v in headers if k.lower() != "host" and k]
-    if not host:
-        host = [("Host", _host_header(url))]
-    lines = [f"{_clean(method)} {target} HTTP/1.1"]
-    lines.extend(f"{_clean(k)}: {_clean(v)}" for k, v in (*host, *rest))
-    return _encode_http("\r\n".join(lines) + "\r\n\r\n")
+    key = headers if isinstance(headers, tuple) else tuple(headers)
+    lines = _HEADER_LINES.get(key)
+    if lines is None:
+        host = [(k, v) for k, v in key if k.lower() == "host"]
+        rest = [(k, v) for k, v in key if k.lower() != "host" and k]
+        cache = bool(host)  # (else derived from the URL: not cached)
+        if not host:
+            host = [("Host", _host_header(url))]
+        lines = "".join(f"{_clean(k)}: {_clean(v)}\r\n" for k, v in (*host, *rest))
+        if cache:
+            if len(_HEADER_LINES) >= _HEADER_LINES_MAX:
+                _HEADER_LINES.clear()
+            _HEADER_LINES[key] = lines
+    return _encode_http(f"{_clean(method)} {target} HTTP/1.1\r\n{lines}\r\n")
 
 
 def build_response_head(response: Response) -> bytes:
@@ -182,47 +277,84 @@ def _body_is_compressed(response: Response) -> bool:
     return False
 
 
+def _compressor(level: int, size: int) -> Any:
+    """A raw deflate compressor for ``size`` bytes at ``level``: ISA-L for
+    :data:`ISAL_LEVELS` and for fewer than :data:`SMALL_DEFLATE_BYTES` (at most its level 3),
+    else zlib."""
+    if _isal is not None and level in ISAL_LEVELS:
+        return _isal.compressobj(level, _isal.DEFLATED, -15)
+    if _isal is not None and size < SMALL_DEFLATE_BYTES:
+        # memLevel 1: ≈ 190 KB of buffers, not ≈ 450 KB (each member allocates its own),
+        # for the same output on a few KiB
+        return _isal.compressobj(3, _isal.DEFLATED, -15, 1)
+    # A window just larger than the deflated part loses nothing and skips most of zlib's
+    # set-up cost (≈ 25-60 µs for the default 32 KiB window and hash table).
+    wbits = min(zlib.MAX_WBITS, max(9, size.bit_length()))
+    return zlib.compressobj(level, zlib.DEFLATED, -wbits, max(1, min(8, wbits - 7)))
+
+
+def gzip_member(
+    deflated: Sequence[bytes],
+    level: int,
+    stored: bytes | memoryview = b"",
+    stored_end: bytes = b"",
+) -> list[bytes | memoryview]:
+    """The pieces of one gzip member (RFC 1952) holding ``deflated`` (concatenated) then
+    ``stored`` + ``stored_end``: the first deflated at ``level`` (by ISA-L for
+    :data:`ISAL_LEVELS` and small parts, else zlib: :func:`_compressor`), the rest, when not
+    empty, in stored blocks (one valid deflate stream: the first part ends with a sync flush,
+    the second is stored blocks made here, RFC 1951 §3.2.4). Nothing is copied but the last
+    stored block: ``b"".join`` the pieces (or write them) as they are. CRC-32 and size are
+    over all the bytes."""
+    comp = _compressor(level, sum(len(p) for p in deflated))
+    parts: list[bytes | memoryview] = [_GZIP_HEADER]
+    crc = 0
+    size = 0
+    for piece in deflated:
+        crc = _crc32(piece, crc)
+        size += len(piece)
+        parts.append(comp.compress(piece))
+    if stored or stored_end:
+        parts.append(comp.flush(zlib.Z_SYNC_FLUSH))  # (Z_SYNC_FLUSH is 2 in zlib and ISA-L)
+        view = memoryview(stored)
+        parts += _stored_blocks(view, stored_end)
+        crc = _crc32(stored_end, _crc32(view, crc))
+        size += len(view) + len(stored_end)
+    else:
+        parts.append(comp.flush())
+    parts.append(struct.pack("<II", crc, size & 0xFFFFFFFF))
+    return parts
+
+
 def _gzip_member(data: bytes, level: int, stored_tail: int = 0) -> bytes:
-    """``data`` as one gzip member (RFC 1952): deflated at ``level`` (by ISA-L for
-    :data:`ISAL_LEVELS`, else zlib), except its last
-    ``stored_tail`` bytes, which go in stored blocks (one valid deflate stream: the first part
-    ends with a sync flush, the second is stored blocks made here, RFC 1951 §3.2.4)."""
-    cut = len(data) - stored_tail
-    comp: Any
-    if level in ISAL_LEVELS and _isal is not None:
-        comp = _isal.compressobj(level, _isal.DEFLATED, -15)
-    else:
-        # A window just larger than the deflated part loses nothing and skips most of zlib's
-        # set-up cost (≈ 25-60 µs for the default 32 KiB window and hash table).
-        wbits = min(zlib.MAX_WBITS, max(9, cut.bit_length()))
-        comp = zlib.compressobj(level, zlib.DEFLATED, -wbits, max(1, min(8, wbits - 7)))
-    parts: list[bytes | memoryview]
-    if stored_tail <= 0:
-        parts = [_GZIP_HEADER, comp.compress(data), comp.flush()]
-    else:
-        view = memoryview(data)
-        parts = [_GZIP_HEADER, comp.compress(view[:cut]), comp.flush(zlib.Z_SYNC_FLUSH)]
-        # (Z_SYNC_FLUSH is 2 in zlib and ISA-L alike)
-        parts += _stored_blocks(view[cut:])
-    parts.append(struct.pack("<II", _crc32(data), len(data) & 0xFFFFFFFF))
-    return b"".join(parts)
+    """``data`` as one gzip member (:func:`gzip_member`), its last ``stored_tail`` bytes in
+    stored blocks."""
+    cut = len(data) - max(0, stored_tail)
+    view = memoryview(data)
+    return b"".join(gzip_member([view[:cut]] if cut else [], level, view[cut:]))  # type: ignore[list-item]
 
 
 #: Largest stored deflate block (RFC 1951 §3.2.4: LEN is 16 bits).
 _STORED_MAX = 0xFFFF
 
 
-def _stored_blocks(data: memoryview) -> list[bytes | memoryview]:
-    """``data`` (non-empty) as the final stored deflate blocks of a stream that is
-    byte-aligned here (after a sync flush): per block a header byte (BFINAL, BTYPE 00),
-    LEN and NLEN (little-endian), then the bytes as they are; what zlib's level 0 writes,
-    without copying the bytes through a compressor."""
+def _stored_blocks(data: memoryview, tail: bytes = b"") -> list[bytes | memoryview]:
+    """``data`` + ``tail`` (not both empty) as the final stored deflate blocks of a stream
+    that is byte-aligned here (after a sync flush): per block a header byte (BFINAL,
+    BTYPE 00), LEN and NLEN (little-endian), then the bytes as they are; what zlib's level 0
+    writes, without copying the bytes through a compressor (only a block that holds ``tail``
+    is copied)."""
     out: list[bytes | memoryview] = []
     n = len(data)
-    for start in range(0, n, _STORED_MAX):
-        chunk = data[start : start + _STORED_MAX]
-        final = start + _STORED_MAX >= n
-        size = len(chunk)
-        out.append(struct.pack("<BHH", 1 if final else 0, size, size ^ 0xFFFF))
+    total = n + len(tail)
+    for start in range(0, total, _STORED_MAX):
+        end = min(start + _STORED_MAX, total)
+        chunk: bytes | memoryview
+        if end <= n:
+            chunk = data[start:end]
+        else:
+            chunk = b"".join((data[start:], tail[max(0, start - n) : end - n]))
+        size = end - start
+        out.append(struct.pack("<BHH", 1 if end == total else 0, size, size ^ 0xFFFF))
         out.append(chunk)
     return out

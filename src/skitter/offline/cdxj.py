@@ -39,11 +39,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import surt
-
 from skitter.errors import ConfigError
 from skitter.export.warc import RecordWritten
 from skitter.offline.reader import Damage, Record, WarcReader
+from skitter.offline.surt_key import surt_key
 
 __all__ = [
     "CrawlIndexer",
@@ -59,6 +58,10 @@ log = logging.getLogger("skitter")
 
 _INDEXED = frozenset({"response", "revisit", "resource"})
 _MIME_SPLIT = re.compile(r"[;\s]")
+#: a ``WARC-Date`` as the writer writes it (UTC, ``Z``): its 14 digits are the time stamp
+_UTC_DATE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z", re.ASCII)
+_LINE_KEYS = ("url", "mime", "status", "digest")
+_json_str: Callable[[str], str] = json.encoder.encode_basestring_ascii
 _STATUS = re.compile(rb"\AHTTP/\d(?:\.\d)?[ \t]+(\d{3})")
 #: block bytes kept per record: the HTTP header block (a missing digest: the whole payload)
 _HEAD_BYTES = 64 * 1024
@@ -84,6 +87,8 @@ def cdxj_path_for(warc_path: str) -> str:
 
 
 def _timestamp(date: str) -> str:
+    if _UTC_DATE.fullmatch(date):  # (what the writer writes; the same digits as below)
+        return date[0:4] + date[5:7] + date[8:10] + date[11:13] + date[14:16] + date[17:19]
     try:
         dt = datetime.fromisoformat(date.strip())
         if dt.tzinfo is not None:
@@ -94,11 +99,7 @@ def _timestamp(date: str) -> str:
 
 
 def _url_key(url: str) -> str:
-    try:
-        key: str = surt.surt(url)
-        return key
-    except Exception:  # surt raises on some non-http URIs; cdxj-indexer keys them as is
-        return url
+    return surt_key(url)  # surt.surt(url), or url where surt raises (as cdxj-indexer keys it)
 
 
 def _http_head(block: bytes) -> tuple[str | None, dict[str, str], int] | None:
@@ -112,8 +113,8 @@ def _http_head(block: bytes) -> tuple[str | None, dict[str, str], int] | None:
         end, sep = block.find(b"\n\n"), 2
     head = block if end < 0 else block[:end]
     headers: dict[str, str] = {}
-    for raw in head.split(b"\n")[1:]:
-        name, colon, value = raw.decode("latin-1").rstrip("\r").partition(":")
+    for raw in head.decode("latin-1").split("\n")[1:]:  # (latin-1: byte for character)
+        name, colon, value = raw.rstrip("\r").partition(":")
         if colon:
             headers.setdefault(name.strip().lower(), value.strip())
     return m.group(1).decode(), headers, (len(block) if end < 0 else end + sep)
@@ -188,13 +189,12 @@ def _entry_fields(
 
 def _line(key: str, index: dict[str, Any], length: int) -> str:
     """One CDXJ line (ending ``\\n``): JSON keys in cdxj-indexer's order."""
-    ordered: dict[str, Any] = {
-        k: index[k] for k in ("url", "mime", "status", "digest") if k in index
-    }
-    ordered["length"] = str(length)
-    ordered["offset"] = index["offset"]
-    ordered["filename"] = index["filename"]
-    return f"{key} {json.dumps(ordered)}\n"
+    # = json.dumps of the ordered dict (string values), without building it
+    fields = [f'"{k}": {_json_str(index[k])}' for k in _LINE_KEYS if k in index]
+    fields.append(f'"length": "{length}"')
+    fields.append(f'"offset": {_json_str(index["offset"])}')
+    fields.append(f'"filename": {_json_str(index["filename"])}')
+    return f"{key} {{{', '.join(fields)}}}\n"
 
 
 def index_lines(path: str, on_damage: Callable[[Damage], None]) -> list[str]:
