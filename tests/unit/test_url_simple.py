@@ -97,16 +97,17 @@ def test_what_is_not_simple_is_left_to_the_parser() -> None:
 _QUERIES = ["", "?", "?a=1", "?sid=2", "?a=1&PHPSESSID=x", "?jsessionid", "?x=sid=1", "?a&b="]
 _FRAGMENTS = ["", "#", "#s2", "#a?b"]
 _PATHS = ["/", "/a/b.html", "/a;jsessionid=1/b", "/a;x=1", "/.;sid=2/x", "/a/./b", "/A%2e"]
-
-
-@given(
+#: scheme, host, port, path, query of a generated URL
+_URL_PARTS = (
     st.sampled_from(["http", "https"]),
     st.sampled_from(_HOSTS[:2] * 6 + _HOSTS),
     st.sampled_from(_PORTS),
     st.sampled_from(_PATHS),
     st.sampled_from(_QUERIES),
-    st.sampled_from(_FRAGMENTS),
 )
+
+
+@given(*_URL_PARTS, st.sampled_from(_FRAGMENTS))
 @settings(max_examples=1000, deadline=None)
 def test_canonical_of_a_plain_url_is_the_parsed_one(
     scheme: str, host: str, port: str, path: str, query: str, fragment: str
@@ -117,13 +118,7 @@ def test_canonical_of_a_plain_url_is_the_parsed_one(
     assert canonicalize_with_host(url) == _canonicalize_parsed(url), url
 
 
-@given(
-    st.sampled_from(["http", "https"]),
-    st.sampled_from(_HOSTS[:2] * 6 + _HOSTS),
-    st.sampled_from(_PORTS),
-    st.sampled_from(_PATHS),
-    st.sampled_from(_QUERIES),
-)
+@given(*_URL_PARTS)
 @settings(max_examples=500, deadline=None)
 def test_host_key_and_origin_of_a_plain_url_are_the_parsed_ones(
     scheme: str, host: str, port: str, path: str, query: str
