@@ -11,7 +11,7 @@ import brotli
 import pytest
 from backports import zstd
 
-import skitter.fetch.decode as decode_mod
+import skitter.fetch.codings as codings_mod
 from skitter.errors import BodyTooLarge, ProtocolError
 from skitter.fetch.decode import (
     ACCEPT_ENCODING,
@@ -29,12 +29,12 @@ def inflater(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
     """Every test runs with ISA-L's inflate (the default) and with zlib's (the fallback
     when isal is not installed): both must give the same bytes and the same errors."""
     if request.param == "zlib":
-        monkeypatch.setattr(decode_mod, "_inflate", zlib)
-        monkeypatch.setattr(decode_mod, "_INFLATE_ERRORS", (zlib.error,))
+        monkeypatch.setattr(codings_mod, "_inflate", zlib)
+        monkeypatch.setattr(codings_mod, "_INFLATE_ERRORS", (zlib.error,))
     else:
         from isal import isal_zlib
 
-        assert decode_mod._inflate is isal_zlib
+        assert codings_mod._inflate is isal_zlib
     return str(request.param)
 
 
