@@ -9,8 +9,9 @@ TEST_WORKERS ?= 2
 
 .PHONY: install sysdeps shared demo test test-fast lint bench bench-site bench-redis clean
 
-# mypyc compiles these at install (setup.py); editing one reinstalls (until then they run as .py)
-NATIVE_SRC := $(addprefix src/skitter/,url_simple.py url_join.py urls.py links.py link_decisions.py)
+# mypyc compiles setup.py's NATIVE modules at install; editing one reinstalls (until then they
+# run as .py)
+NATIVE_SRC := $(addprefix src/skitter/,$(shell sed -n 's/^NATIVE = \[\(.*\)\].*/\1/p' setup.py | tr -d '",'))
 
 $(STAMP): pyproject.toml setup.py $(NATIVE_SRC) | sysdeps
 	$(PYTHON) -m venv $(VENV)

@@ -391,15 +391,7 @@ def _extract_whole(
                 raw = attrs.get("xlink:href")
                 if raw is None:
                     continue
-            rel = attrs.get("rel")  # (inlined _has_token and _anchor's ASCII path: per link)
-            text = node.text()
-            if text.isascii():
-                text = " ".join(text.split())
-                if len(text) > MAX_ANCHOR_CHARS:
-                    text = text[:MAX_ANCHOR_CHARS].rstrip(" ")
-            else:
-                text = _anchor(text)
-            append(("a", raw, text, rel is not None and "nofollow" in rel.lower().split()))
+            append(("a", raw, _anchor(node.text()), _has_token(attrs.get("rel"), "nofollow")))
         elif tag == "area":
             raw = attrs.get("href")
             if raw is None:

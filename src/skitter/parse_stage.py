@@ -76,6 +76,7 @@ class _Trimmer:
         self.since = 0
 
     def parsed(self, nbytes: int) -> None:
+        """Count ``nbytes`` of HTML parsed (bytes); trim the C heap when due."""
         self.since += nbytes
         if self.since >= TRIM_EVERY_BYTES or nbytes > SEGMENT_MIN_BYTES:
             self.since = 0

@@ -69,7 +69,7 @@ def _has_dot_segment(path: str) -> bool:
 
 def path_start(url: str) -> int:
     """Index of the "/" that starts the path of ``url`` when :func:`is_serialized` holds,
-    else -1 (``url[:i]`` is then the origin, ``scheme://host[:port]``)."""
+    else -1 (``url[:i]`` is then the origin, ``scheme://host[:port]``). Never raises."""
     if url.startswith("http://"):
         p = url.find("/", 7)
     elif url.startswith("https://"):

@@ -553,15 +553,7 @@ def test_stored_payload_records_are_the_same_records(
     plain = _with_req(Response("http://example.test/p", 200, "OK", (), body, body))
 
     def write(where: Path) -> bytes:
-        _fixed_ids(monkeypatch)
-        w = WarcWriter(where, clock=lambda: T0)
-        for _ in range(3):
-            w.write_exchange(resp.url, resp)
-            w.write_exchange(plain.url, plain)
-        w.close()
-        check = warcio_check(w.files[0])
-        assert check.returncode == 0, check.stdout + check.stderr
-        return Path(w.files[0]).read_bytes()
+        return _checked_warc(monkeypatch, WarcWriter(where, clock=lambda: T0), [resp, plain] * 3)
 
     ours = write(tmp_path / "ours")
     monkeypatch.setattr(warc, "_FASTWARC_GZIP_MIN_BYTES", 0)  # every record via FastWARC
@@ -571,6 +563,20 @@ def test_stored_payload_records_are_the_same_records(
     assert len(ours) <= len(theirs) * 1.01 + 20 * 13  # (13 members: a few bytes each)
     records = list(warcio_records(str(tmp_path / "ours" / os.listdir(tmp_path / "ours")[0])))
     assert [r[2] for r in records if r[0] == "response"] == [raw, body] * 3
+
+
+def _checked_warc(
+    monkeypatch: pytest.MonkeyPatch, w: WarcWriter, exchanges: list[Response]
+) -> bytes:
+    """The bytes of ``w``'s one WARC file after writing ``exchanges`` with fixed record ids,
+    checked by ``warcio check``."""
+    _fixed_ids(monkeypatch)
+    for resp in exchanges:
+        w.write_exchange(resp.url, resp)
+    w.close()
+    check = warcio_check(w.files[0])
+    assert check.returncode == 0, check.stdout + check.stderr
+    return Path(w.files[0]).read_bytes()
 
 
 def test_body_is_compressed() -> None:
@@ -599,15 +605,8 @@ def test_isal_levels_write_valid_warcs_of_the_same_records(
     )
 
     def write(where: Path, lvl: int) -> bytes:
-        _fixed_ids(monkeypatch)
         w = WarcWriter(where, clock=lambda: T0, compression_level=lvl)
-        for _ in range(2):
-            w.write_exchange(plain.url, plain)
-            w.write_exchange(enc.url, enc)
-        w.close()
-        check = warcio_check(w.files[0])
-        assert check.returncode == 0, check.stdout + check.stderr
-        return Path(w.files[0]).read_bytes()
+        return _checked_warc(monkeypatch, w, [plain, enc] * 2)
 
     fast, usual = write(tmp_path / "fast", level), write(tmp_path / "usual", 6)
     assert gzip.decompress(fast) == gzip.decompress(usual)
