@@ -6,7 +6,9 @@ The coordinator of ``--processes`` (:mod:`skitter.processes`) copies each shard'
 to the offset of its last checkpoint (bytes that a resume never cuts); ``OUT/merge.json``
 records, atomically, how far each shard has been copied and how long the merged files are,
 so after a crash the merged files are cut back to that length and the copy continues:
-nothing twice, nothing lost.
+nothing twice, nothing lost. It also keeps the links' decision counts the copied rows carry
+(each shard checkpoint's counters cover its links file up to the checkpoint's offset), so the
+report need not read the merged links file again (:func:`merged_decisions`).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from skitter.sharding import shard_dir
 from skitter.state import (
     CHECKPOINT_FILE,
     LINKS_FILE,
+    MERGE_FILE,
     PAGES_FILE,
     REPORT_FILE,
     STATE_FILE,
@@ -60,11 +63,11 @@ __all__ = [
     "merge_folders",
     "merge_sections",
     "merged_report",
+    "merged_decisions",
     "merged_stats",
     "whole_lines_end",
 ]
 
-MERGE_FILE = "merge.json"
 COPY_CHUNK_BYTES = 1024 * 1024
 _LINKS_HEADER_BYTES = LINKS_HEADER.encode("ascii") + b"\n"
 
@@ -100,6 +103,7 @@ class Merger:
             "links": int(state.get("links", 0)),
             "shards": shards,
         }
+        self._sum_decisions()
         self.files: dict[str, AppendFile] = {}
         for name, key in ((PAGES_FILE, "pages"), (self.links_name, "links")):
             fpath = out_dir / name
@@ -147,9 +151,25 @@ class Merger:
                 pos[key] = have + n
                 self.state[key] += n
                 copied += n
+                if key == "links":
+                    _note_decisions(pos, cp, upto)
         if copied:
+            self._sum_decisions()
             self._save()
         return copied
+
+    def _sum_decisions(self) -> None:
+        """The merged links file's decision counts (``by_decision``): the sum of every shard's,
+        kept only while each shard's copied rows have known counts."""
+        total: Counter[str] = Counter()
+        for pos in self.state["shards"]:
+            decisions = pos.get("decisions")
+            if isinstance(decisions, dict):
+                total.update(decisions)
+            elif int(pos.get("links", 0)) > len(self.links_header):
+                self.state.pop("by_decision", None)  # rows of unknown counts: readers scan
+                return
+        self.state["by_decision"] = dict(total)
 
     @staticmethod
     def _copy(src: Path, start: int, end: int, dst: AppendFile) -> int:
@@ -176,6 +196,38 @@ class Merger:
         """Close the merged files (synced)."""
         for f in self.files.values():
             f.close()
+
+
+def _note_decisions(pos: dict[str, Any], cp: dict[str, Any], upto: int) -> None:
+    """Record in a shard's merge position the decision counts of its links rows copied so
+    far: its checkpoint's counters, which cover its links file up to ``upto`` (the
+    checkpoint's ``links_offset``); dropped when the copy stopped short or they are unusable."""
+    decisions = cp.get("stats", {}).get("by_decision") if isinstance(cp.get("stats"), dict) else None
+    ok = int(pos["links"]) == upto and isinstance(decisions, dict)
+    if ok and all(isinstance(n, int) and isinstance(k, str) for k, n in decisions.items()):
+        pos["decisions"] = dict(decisions)
+    else:
+        pos.pop("decisions", None)
+
+
+def merged_decisions(out_dir: Path, links_path: Path) -> Counter[bytes] | None:
+    """The decision counts (last column) of every row of a ``--processes`` crawl's merged
+    links file, as :class:`Merger` recorded them in ``OUT/merge.json``; None when there is no
+    merge.json, it has no counts, or it does not describe ``links_path`` as it is now (its
+    recorded length differs from the file's size). Never raises."""
+    try:
+        state = json.loads((out_dir / MERGE_FILE).read_text(encoding="utf-8"))
+        decisions = state["by_decision"]
+        if int(state["links"]) != links_path.stat().st_size or not isinstance(decisions, dict):
+            return None
+        counts: Counter[bytes] = Counter()
+        for dec, n in decisions.items():
+            if not isinstance(n, int):
+                return None
+            counts[str(dec).encode("utf-8")] += n
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return counts
 
 
 def merged_stats(out_dir: Path, count: int) -> Stats:

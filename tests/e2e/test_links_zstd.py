@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from skitter.export.linkfile import frame_ends, open_links
+from skitter.merge import merged_decisions
+from skitter.report import read_output
 from tests.e2e.test_cli import arun_cli
 from tests.e2e.test_kill_resume import H, build_site, records, wait_records
 from tests.integration.site import Site
@@ -93,6 +95,13 @@ async def test_zstd_crawl_same_rows_and_readers(site: Site, tmp_path: Path) -> N
     assert rows(z2) == rows(ref)
     ends, size = frame_ends(z2 / "links.tsv.zst")
     assert ends[-1] == size
+    # the report's decision counts come from merge.json: those of the rows in the file
+    with open_links(z2) as f:
+        decisions = Counter(r.rsplit("\t", 1)[1] for r in f.read().decode().splitlines()[1:])
+    assert sum(decisions.values()) == sum(rows(z2).values()) > 0
+    known = merged_decisions(z2, z2 / "links.tsv.zst")
+    assert known == Counter({k.encode(): n for k, n in decisions.items()})
+    assert read_output(z2).by_decision == decisions
 
 
 def recorded_urls(out: Path) -> set[str]:

@@ -25,6 +25,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from skitter.merge import merged_decisions
+from skitter.report import read_output
 from skitter.sharding import shard_of
 from skitter.urls import host_key
 from tests.integration.site import Handler, Site, links_page, redirect, text
@@ -299,10 +301,15 @@ async def test_three_processes_crawl_the_same_as_one(site: Site, tmp_path: Path)
         assert r3["totals"][key] == r1["totals"][key], key
     assert r3["finished"] is True and r3["stop_reason"] == "done"
     assert r3["processes"] == 3
+    # the merged links' decision counts, kept in merge.json (the report reads no rows)
+    out3 = three["out"]
+    lines = (out3 / "links.tsv").read_bytes().splitlines()[1:]
+    want = Counter(ln.rsplit(b"\t", 1)[1] for ln in lines)
+    assert merged_decisions(out3, out3 / "links.tsv") == want and sum(want.values()) > 20
+    assert read_output(out3).by_decision == {k.decode(): n for k, n in want.items()}
     # what the site makes of it, exactly
     u = site.url
     a, b, c = hosts[0], hosts[2], hosts[4]
-    out3 = three["out"]
     by_url = {r["url"]: r for r in records(out3)}
     chain = by_url[u(a, "/r1")]
     assert (chain["final_url"], chain["status"]) == (u(c, "/end"), 200)

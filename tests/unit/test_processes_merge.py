@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from skitter.errors import StateError
 from skitter.export.links import HEADER
-from skitter.merge import MERGE_FILE
+from skitter.merge import MERGE_FILE, merged_decisions
 from skitter.merge import Merger as _Merger
 from skitter.sharding import shard_dir
 from skitter.state import atomic_write_json
@@ -78,3 +79,37 @@ def test_merged_file_shorter_than_merge_state_is_refused(tmp_path: Path) -> None
     (tmp_path / "pages.jsonl").write_bytes(b"")
     with pytest.raises(StateError, match=r"shorter than merge\.json"):
         _Merger(tmp_path, 1, resume=True)
+
+
+def test_merge_keeps_the_decision_counts_of_the_rows_it_copied(tmp_path: Path) -> None:
+    """Each shard checkpoint's counters cover its rows up to its offset: merge.json sums them
+    for the merged file (while each copied row's counts are known), read back only while the
+    merged file is as long as merge.json says."""
+    l0 = row("http://a/1", "http://a/2") + row("http://a/1", "http://a/3").replace(b"queued", b"seen")
+    l1 = row("http://b/1", "http://b/2")
+    for k, links, counts in ((0, l0, {"queued": 1, "seen": 1}), (1, l1, {"queued": 1})):
+        shard(tmp_path, k, b"", links, 0, len(links))
+        cp_path = shard_dir(tmp_path, k) / "checkpoint.json"
+        cp = json.loads(cp_path.read_text())
+        atomic_write_json(cp_path, {**cp, "stats": {"by_decision": counts}})
+    m = _Merger(tmp_path, 2, resume=False)
+    m.step()
+    m.close()
+    links = tmp_path / "links.tsv"
+    assert merged_decisions(tmp_path, links) == Counter({b"queued": 2, b"seen": 1})
+    state = json.loads((tmp_path / MERGE_FILE).read_text())
+    assert state["by_decision"] == {"queued": 2, "seen": 1}
+    # resumed: the counts carry on; a shard's new rows without counters: none known
+    m = _Merger(tmp_path, 2, resume=True)
+    assert merged_decisions(tmp_path, links) == Counter({b"queued": 2, b"seen": 1})
+    shard(tmp_path, 1, b"", l1 + row("http://b/2", "x"), 0, len(l1 + row("http://b/2", "x")))
+    m.step()
+    m.close()
+    assert merged_decisions(tmp_path, links) is None
+    assert "by_decision" not in json.loads((tmp_path / MERGE_FILE).read_text())
+    # a merged file longer than merge.json says (rows appended since): not trusted
+    state["links"] -= 1
+    atomic_write_json(tmp_path / MERGE_FILE, state)
+    assert merged_decisions(tmp_path, links) is None
+    (tmp_path / MERGE_FILE).unlink()
+    assert merged_decisions(tmp_path, links) is None

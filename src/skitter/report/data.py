@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from skitter.export.linkfile import is_zstd, links_file, open_links
+from skitter.merge import merged_decisions
 from skitter.state import CHECKPOINT_FILE
 
 __all__ = ["ELAPSED_BUCKETS_S", "ReportData", "read_output"]
@@ -165,10 +166,11 @@ def _read_links(out: Path, d: ReportData) -> None:
 
     The counts of a plain links.tsv come from its crawl's ``checkpoint.json`` (the decision
     counters and the file offset they cover, written together: a resume never changes the
-    file before that offset) plus the rows past that offset; the trap rows are then looked
-    for only when there are some. Without a usable checkpoint (a merged ``--processes``
-    folder, links.tsv.zst, a checkpoint past the file's end) the whole file is scanned with
-    :func:`_scan_links`. Both give the counts of every complete line's last column."""
+    file before that offset) plus the rows past that offset; those of a ``--processes``
+    crawl's merged file (plain or zstd) from its merge.json. The trap rows are then looked
+    for only when there are some. Without either (a folder of ``skitter merge``, a
+    checkpoint past the file's end) the whole file is scanned with :func:`_scan_links`. Both
+    give the counts of every complete line's last column."""
     path = links_file(out)
     if not path.is_file():
         return
@@ -177,7 +179,7 @@ def _read_links(out: Path, d: ReportData) -> None:
     if b"decision" not in header or header[-1] != b"decision":
         return
     cols = (header.index(b"source"), header.index(b"target"))
-    known = None if is_zstd(path) else _checkpoint_decisions(out, path)
+    known = _known_decisions(out, path)
     if known is None:
         with open_links(path) as f:
             f.readline()
@@ -198,6 +200,16 @@ def _read_links(out: Path, d: ReportData) -> None:
     for dec, n in counts.items():
         if n:
             d.by_decision[_text(dec)] += n
+
+
+def _known_decisions(out: Path, path: Path) -> tuple[Counter[bytes], int] | None:
+    """``(decision counts, offset of the first row they do not cover)`` without reading the
+    rows they cover: a ``--processes`` crawl's merged file from merge.json (every row), else a
+    plain links.tsv from its checkpoint.json; None when neither is usable."""
+    merged = merged_decisions(out, path)
+    if merged is not None:
+        return merged, path.stat().st_size
+    return None if is_zstd(path) else _checkpoint_decisions(out, path)
 
 
 def _checkpoint_decisions(out: Path, path: Path) -> tuple[Counter[bytes], int] | None:
