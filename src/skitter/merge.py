@@ -62,8 +62,8 @@ __all__ = [
     "Merger",
     "merge_folders",
     "merge_sections",
-    "merged_report",
     "merged_decisions",
+    "merged_report",
     "merged_stats",
     "whole_lines_end",
 ]
@@ -202,7 +202,8 @@ def _note_decisions(pos: dict[str, Any], cp: dict[str, Any], upto: int) -> None:
     """Record in a shard's merge position the decision counts of its links rows copied so
     far: its checkpoint's counters, which cover its links file up to ``upto`` (the
     checkpoint's ``links_offset``); dropped when the copy stopped short or they are unusable."""
-    decisions = cp.get("stats", {}).get("by_decision") if isinstance(cp.get("stats"), dict) else None
+    stats = cp.get("stats")
+    decisions = stats.get("by_decision") if isinstance(stats, dict) else None
     ok = int(pos["links"]) == upto and isinstance(decisions, dict)
     if ok and all(isinstance(n, int) and isinstance(k, str) for k, n in decisions.items()):
         pos["decisions"] = dict(decisions)

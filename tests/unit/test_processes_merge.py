@@ -85,7 +85,8 @@ def test_merge_keeps_the_decision_counts_of_the_rows_it_copied(tmp_path: Path) -
     """Each shard checkpoint's counters cover its rows up to its offset: merge.json sums them
     for the merged file (while each copied row's counts are known), read back only while the
     merged file is as long as merge.json says."""
-    l0 = row("http://a/1", "http://a/2") + row("http://a/1", "http://a/3").replace(b"queued", b"seen")
+    seen = row("http://a/1", "http://a/3").replace(b"queued", b"seen")
+    l0 = row("http://a/1", "http://a/2") + seen
     l1 = row("http://b/1", "http://b/2")
     for k, links, counts in ((0, l0, {"queued": 1, "seen": 1}), (1, l1, {"queued": 1})):
         shard(tmp_path, k, b"", links, 0, len(links))
