@@ -204,8 +204,11 @@ def _note_decisions(pos: dict[str, Any], cp: dict[str, Any], upto: int) -> None:
     checkpoint's ``links_offset``); dropped when the copy stopped short or they are unusable."""
     stats = cp.get("stats")
     decisions = stats.get("by_decision") if isinstance(stats, dict) else None
-    ok = int(pos["links"]) == upto and isinstance(decisions, dict)
-    if ok and all(isinstance(n, int) and isinstance(k, str) for k, n in decisions.items()):
+    if (
+        int(pos["links"]) == upto
+        and isinstance(decisions, dict)
+        and all(isinstance(n, int) and isinstance(k, str) for k, n in decisions.items())
+    ):
         pos["decisions"] = dict(decisions)
     else:
         pos.pop("decisions", None)
