@@ -8,7 +8,8 @@ records, atomically, how far each shard has been copied and how long the merged 
 so after a crash the merged files are cut back to that length and the copy continues:
 nothing twice, nothing lost. It also keeps the links' decision counts the copied rows carry
 (each shard checkpoint's counters cover its links file up to the checkpoint's offset), so the
-report need not read the merged links file again (:func:`merged_decisions`).
+report need not read the merged links file again
+(:func:`skitter.report.data.merged_decisions`).
 """
 
 from __future__ import annotations
@@ -62,7 +63,6 @@ __all__ = [
     "Merger",
     "merge_folders",
     "merge_sections",
-    "merged_decisions",
     "merged_report",
     "merged_stats",
     "whole_lines_end",
@@ -212,26 +212,6 @@ def _note_decisions(pos: dict[str, Any], cp: dict[str, Any], upto: int) -> None:
         pos["decisions"] = dict(decisions)
     else:
         pos.pop("decisions", None)
-
-
-def merged_decisions(out_dir: Path, links_path: Path) -> Counter[bytes] | None:
-    """The decision counts (last column) of every row of a ``--processes`` crawl's merged
-    links file, as :class:`Merger` recorded them in ``OUT/merge.json``; None when there is no
-    merge.json, it has no counts, or it does not describe ``links_path`` as it is now (its
-    recorded length differs from the file's size). Never raises."""
-    try:
-        state = json.loads((out_dir / MERGE_FILE).read_text(encoding="utf-8"))
-        decisions = state["by_decision"]
-        if int(state["links"]) != links_path.stat().st_size or not isinstance(decisions, dict):
-            return None
-        counts: Counter[bytes] = Counter()
-        for dec, n in decisions.items():
-            if not isinstance(n, int):
-                return None
-            counts[str(dec).encode("utf-8")] += n
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return counts
 
 
 def merged_stats(out_dir: Path, count: int) -> Stats:

@@ -45,6 +45,10 @@ __all__ = ["ShardPeers", "redirect_meta"]
 
 log = logging.getLogger("skitter")
 
+#: Seconds between the status messages of an idle crawler process (0.25 s while busy): the
+#: coordinator ends the crawl on every process's second idle status in a row.
+IDLE_STATUS_EVERY_S = 0.05
+
 
 def redirect_meta(resp: Response, attempts: int) -> Meta:
     """The pages.jsonl fields of a 3xx response whose chain continues in another process
@@ -250,7 +254,7 @@ class ShardPeers(Peers):
                 loop.wake()
             now = time.monotonic()
             idle = sh.idle and not loop.inflight and not sh.receiving
-            if idle != last_idle or now - last_status >= 0.25:
+            if idle != last_idle or now - last_status >= (IDLE_STATUS_EVERY_S if idle else 0.25):
                 last_status, last_idle = now, idle
                 queued = (await self.ctx.components.frontier.counts()).pending
                 self._send_status(idle, queued)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from skitter.export.linkfile import frame_ends, open_links
-from skitter.merge import merged_decisions
 from skitter.report import read_output
+from skitter.report.data import merged_decisions
 from tests.e2e.test_cli import arun_cli
 from tests.e2e.test_kill_resume import H, build_site, records, wait_records
 from tests.integration.site import Site

@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from skitter.merge import merged_decisions
 from skitter.report import read_output
+from skitter.report.data import merged_decisions
 from skitter.sharding import shard_of
 from skitter.urls import host_key
 from tests.integration.site import Handler, Site, links_page, redirect, text

@@ -10,8 +10,9 @@ import pytest
 
 from skitter.errors import StateError
 from skitter.export.links import HEADER
-from skitter.merge import MERGE_FILE, merged_decisions
+from skitter.merge import MERGE_FILE
 from skitter.merge import Merger as _Merger
+from skitter.report.data import merged_decisions
 from skitter.sharding import shard_dir
 from skitter.state import atomic_write_json
 

@@ -22,10 +22,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from skitter.export.linkfile import is_zstd, links_file, open_links
-from skitter.merge import merged_decisions
-from skitter.state import CHECKPOINT_FILE
+from skitter.state import CHECKPOINT_FILE, MERGE_FILE
 
-__all__ = ["ELAPSED_BUCKETS_S", "ReportData", "read_output"]
+__all__ = ["ELAPSED_BUCKETS_S", "ReportData", "merged_decisions", "read_output"]
 
 #: Upper bounds (seconds) of the response-time distribution's buckets (the last is open).
 ELAPSED_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -210,6 +209,26 @@ def _known_decisions(out: Path, path: Path) -> tuple[Counter[bytes], int] | None
     if merged is not None:
         return merged, path.stat().st_size
     return None if is_zstd(path) else _checkpoint_decisions(out, path)
+
+
+def merged_decisions(out_dir: Path, links_path: Path) -> Counter[bytes] | None:
+    """The decision counts (last column) of every row of a ``--processes`` crawl's merged
+    links file, as :class:`skitter.merge.Merger` recorded them in ``OUT/merge.json``; None
+    when there is no merge.json, it has no counts, or it does not describe ``links_path`` as
+    it is now (its recorded length differs from the file's size). Never raises."""
+    try:
+        state = json.loads((out_dir / MERGE_FILE).read_text(encoding="utf-8"))
+        decisions = state["by_decision"]
+        if int(state["links"]) != links_path.stat().st_size or not isinstance(decisions, dict):
+            return None
+        counts: Counter[bytes] = Counter()
+        for dec, n in decisions.items():
+            if not isinstance(n, int):
+                return None
+            counts[str(dec).encode("utf-8")] += n
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return counts
 
 
 def _checkpoint_decisions(out: Path, path: Path) -> tuple[Counter[bytes], int] | None:
