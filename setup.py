@@ -1,8 +1,9 @@
 """Build hook: the per-link hot path compiled with mypyc, the pure-Python modules kept beside it.
 
 The modules in :data:`NATIVE` (URL resolution and canonical form, link extraction, link
-decisions: run for every link of every page) are compiled to C extension modules with mypyc
-when it is available (it is a build requirement in pyproject.toml). Each extension is
+decisions, scope rules and trap defences: run for every link of every page) are compiled to
+C extension modules with mypyc when it is available (it is a build requirement in
+pyproject.toml). Each extension is
 optional: without a C compiler the install still succeeds and runs the same code as Python.
 
 Beside the extensions the build writes ``src/skitter/_native_sources.json``: the SHA-256 of
@@ -23,7 +24,7 @@ from setuptools import setup
 
 #: Compiled modules (paths under src/skitter), all in one mypyc group. Keep it on one line:
 #: the Makefile reads it (NATIVE_SRC).
-NATIVE = ["url_simple.py", "url_join.py", "urls.py", "links.py", "link_decisions.py"]
+NATIVE = ["url_simple.py", "url_join.py", "urls.py", "links.py", "link_decisions.py", "rules.py", "traps.py"]
 
 HERE = Path(__file__).resolve().parent
 PACKAGE = HERE / "src" / "skitter"

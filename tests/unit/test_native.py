@@ -27,6 +27,7 @@ HOT_TESTS = [
     "tests/unit/test_urls_whatwg.py",
     "tests/unit/test_links.py",
     "tests/unit/test_rules.py",
+    "tests/unit/test_traps.py",
 ]
 
 
