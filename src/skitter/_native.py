@@ -32,6 +32,11 @@ _PACKAGE_DIR = Path(__file__).resolve().parent
 _SOURCES = _PACKAGE_DIR / "_native_sources.json"
 
 
+def _source(module: str) -> Path:
+    """The ``.py`` file of a compiled module (``skitter.export.warc_record`` -> its path)."""
+    return _PACKAGE_DIR.joinpath(*module.split(".")[1:-1], module.rpartition(".")[2] + ".py")
+
+
 class _SourceFinder(importlib.abc.MetaPathFinder):
     """Finds the recorded modules' ``.py`` files (ahead of their extension modules)."""
 
@@ -46,8 +51,7 @@ class _SourceFinder(importlib.abc.MetaPathFinder):
     ) -> importlib.machinery.ModuleSpec | None:
         if fullname not in self.names:
             return None
-        source = _PACKAGE_DIR / (fullname.rpartition(".")[2] + ".py")
-        return importlib.util.spec_from_file_location(fullname, source)
+        return importlib.util.spec_from_file_location(fullname, _source(fullname))
 
 
 def _recorded() -> dict[str, str]:
@@ -60,9 +64,8 @@ def _recorded() -> dict[str, str]:
 
 def _current(recorded: dict[str, str]) -> bool:
     for name, digest in recorded.items():
-        source = _PACKAGE_DIR / (name.rpartition(".")[2] + ".py")
         try:
-            if hashlib.sha256(source.read_bytes()).hexdigest() != digest:
+            if hashlib.sha256(_source(name).read_bytes()).hexdigest() != digest:
                 return False
         except OSError:
             return False

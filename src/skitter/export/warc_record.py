@@ -294,7 +294,7 @@ def _compressor(level: int, size: int) -> Any:
 
 
 def gzip_member(
-    deflated: Sequence[bytes],
+    deflated: Sequence[bytes | memoryview],
     level: int,
     stored: bytes | memoryview = b"",
     stored_end: bytes = b"",
@@ -331,7 +331,7 @@ def _gzip_member(data: bytes, level: int, stored_tail: int = 0) -> bytes:
     stored blocks."""
     cut = len(data) - max(0, stored_tail)
     view = memoryview(data)
-    return b"".join(gzip_member([view[:cut]] if cut else [], level, view[cut:]))  # type: ignore[list-item]
+    return b"".join(gzip_member([view[:cut]] if cut else [], level, view[cut:]))
 
 
 #: Largest stored deflate block (RFC 1951 §3.2.4: LEN is 16 bits).
