@@ -101,3 +101,47 @@ async def test_add_routed_on_a_plain_frontier_ignores_meta() -> None:
     f = MemoryFrontier()
     res = await add_routed(f, [Request("https://a.test/")], meta={"bytes": 1}, owners=[3])
     assert res == AddResult(1, 0, frozenset({"https://a.test/"}))
+
+
+async def test_a_url_handed_off_once_is_a_duplicate_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plain request for a URL this process already handed off is not written again (the
+    owner's URL-seen test has it): a duplicate here. Forced, redirect and check-only
+    requests always go; with repeat_handoffs (owners counting in-links) everything goes;
+    the memo is bounded."""
+    import skitter.frontier.routing as routing
+
+    h0 = Handoff(tmp_path, 0, 2)
+    f0 = RoutingFrontier(MemoryFrontier(), h0)
+    mine, (a, b) = owned_by(0)[0], owned_by(1)
+    out = shard_dir(tmp_path, 0) / "handoff" / "to-1.jsonl"
+
+    def sent() -> list[str]:
+        return [decode_line(ln)[0].url for ln in out.read_bytes().splitlines()]
+
+    try:
+        assert await f0.add([Request(a, referer=mine)]) == AddResult(1, 0, frozenset({a}))
+        res = await f0.add([Request(a, depth=3), Request(b), Request(mine)])
+        assert res == AddResult(2, 1, frozenset({b, mine}))
+        assert sent() == [a, b]
+        assert (await f0.add([Request(a, check_only=True)])).added_urls == frozenset({a})
+        cont = Request(a, origin_url=mine, redirects=(Hop(mine, 301),))
+        assert (await add_routed(f0, [cont], force=True, meta={"bytes": 1})).added == 1
+        assert (await f0.add([Request(b)], force=True)).added == 1
+        assert sent() == [a, b, a, a, b]
+        assert (await f0.add([Request(b)])).duplicates == 1
+        # the memo forgets everything once full: a hand-off again, then remembered
+        monkeypatch.setattr(routing, "HANDED_MEMO_MAX", 1)
+        assert (await f0.add([Request(a), Request(b)])).duplicates == 2
+        f0._handed = {a}
+        assert (await f0.add([Request(b)])).added == 1  # {a} + {b} > 1: cleared, then {b}
+        assert f0._handed == {b}
+        assert sent() == [a, b, a, a, b, b]
+        # owners that count every in-link they are handed: nothing is held back
+        f1 = RoutingFrontier(MemoryFrontier(), h0, repeat_handoffs=True)
+        for _ in range(2):
+            assert (await f1.add([Request(a)])).added == 1
+        assert sent() == [a, b, a, a, b, b, a, a]
+    finally:
+        h0.close()
