@@ -119,7 +119,8 @@ class ScopeRule:
         except ValueError as exc:
             raise ConfigError(f"invalid seed URL {canonical_url!r}: {exc}") from None
         self._host_keys.add(hk)
-        self._domains.add(registered_domain(_strip_port(hk)))
+        if self._domain:  # registered domains only for this scope (the PSL loads on demand)
+            self._domains.add(registered_domain(_strip_port(hk)))
 
     def _host_in_scope(self, hk: str) -> bool:
         if self._any:

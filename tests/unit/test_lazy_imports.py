@@ -18,6 +18,8 @@ OPTIONAL = (
     "skitter.cli.control",
     "skitter.cli.worker",
     "skitter.cli.status",
+    "tldextract",  # the Public Suffix List: for --scope domain only
+    "requests",
 )
 
 SCRIPT = """

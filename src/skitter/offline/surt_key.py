@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import re
 
-import surt
-
 __all__ = ["surt_key"]
 
 _PLAIN = re.compile(
@@ -43,6 +41,8 @@ def surt_key(url: str) -> str:
     key = _plain_key(url)
     if key is not None:
         return key
+    import surt  # here: it imports tldextract and requests (~0.15 s) that plain URLs skip
+
     try:
         full: str = surt.surt(url)
         return full
