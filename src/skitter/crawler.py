@@ -453,7 +453,7 @@ class Crawler:
             **self.peers.checkpoint_state(),
         }
         await c.frontier.flush()
-        atomic_write_json(self.out_dir / CHECKPOINT_FILE, data)
+        atomic_write_json(self.out_dir / CHECKPOINT_FILE, data, compact=True)
         c.save_cookies()
 
     def _elapsed(self) -> float:

@@ -60,8 +60,10 @@ SITEMAPS_FILE = "sitemaps.json"
 MERGE_FILE = "merge.json"  # --processes: how far the shards are merged (skitter.merge.Merger)
 
 
-def atomic_write_json(path: Path, data: Any) -> None:
-    """Write ``data`` as JSON to ``path`` atomically (temp file, fsync, ``os.replace``).
+def atomic_write_json(path: Path, data: Any, *, compact: bool = False) -> None:
+    """Write ``data`` as JSON to ``path`` atomically (temp file, fsync, ``os.replace``):
+    indented for people to read, or on one line with ``compact`` (json's C encoder: ~10x
+    less CPU, for state written often, such as the checkpoint every 2 s).
 
     Raises:
         OSError: the file could not be written (its ``filename`` says which); the temporary
@@ -70,7 +72,10 @@ def atomic_write_json(path: Path, data: Any) -> None:
     tmp = path.with_name(path.name + ".tmp")
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, ensure_ascii=False, indent=1)
+            if compact:
+                fh.write(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
+            else:
+                json.dump(data, fh, ensure_ascii=False, indent=1)
             fh.write("\n")
             fh.flush()
             os.fsync(fh.fileno())
