@@ -123,9 +123,7 @@ class ShardPeers(Peers):
         self._sh = _ShardState(h, h.read_offsets())
         self.owner_of_url = h.owner_of_url
         # queueing routes other processes' hosts to them (through the hand-off files)
-        ctx.components.frontier = RoutingFrontier(
-            ctx.components.frontier, h, repeat_handoffs=ctx.quality.order == "inlinks"
-        )
+        ctx.components.frontier = RoutingFrontier(ctx.components.frontier, h)
         self._ctx = ctx
         self._loop = loop
 

@@ -26,11 +26,7 @@ from skitter.frontier.base import AddResult, Frontier
 from skitter.frontier.forwarding import ForwardingFrontier
 from skitter.models import Request
 
-__all__ = ["HANDED_MEMO_MAX", "Meta", "Outgoing", "Router", "RoutingFrontier", "add_routed"]
-
-#: URLs a :class:`RoutingFrontier` remembers having handed off (then forgets them all at once):
-#: ~100 bytes each, so a few MB; forgetting only costs a hand-off the owner finds seen.
-HANDED_MEMO_MAX = 1 << 16
+__all__ = ["Meta", "Outgoing", "Router", "RoutingFrontier", "add_routed"]
 
 #: The pages.jsonl fields of the last 3xx response of a redirect chain continuing elsewhere
 #: (content_type, bytes, sha1, elapsed_s, attempts, fetched_at).
@@ -68,12 +64,8 @@ class RoutingFrontier(ForwardingFrontier):
         router: where other hosts' requests go.
 
     :meth:`add`'s :class:`AddResult` counts a handed-off request as added (the owner's
-    URL-seen test decides there) and lists its URL in ``added_urls``. A plain request (no
-    ``force``, meta, redirects or ``check_only``) for a URL this process already handed off
-    is a duplicate instead, and not handed off again: the owner's URL-seen test has it
-    already (the last :data:`HANDED_MEMO_MAX` such URLs are remembered; ``repeat_handoffs``
-    turns this off, for a crawl whose owners count every in-link they are handed). With one
-    process owning every host, it is exactly the local frontier.
+    URL-seen test decides there) and lists its URL in ``added_urls``; only local requests can
+    be duplicates. With one process owning every host, it is exactly the local frontier.
 
     Every other call is the local frontier's (:class:`ForwardingFrontier`, ``inner`` =
     ``local``): :meth:`delay_host` (hosts leased here are ours); :meth:`is_finished` says
@@ -85,11 +77,10 @@ class RoutingFrontier(ForwardingFrontier):
     :meth:`aclose` closes the local frontier (the router is closed by its owner).
     """
 
-    def __init__(self, local: Frontier, router: Router, *, repeat_handoffs: bool = False) -> None:
+    def __init__(self, local: Frontier, router: Router) -> None:
         super().__init__(local)
         self.local = local
         self.router = router
-        self._handed: set[str] | None = None if repeat_handoffs else set()
 
     async def add(
         self,
@@ -116,34 +107,20 @@ class RoutingFrontier(ForwardingFrontier):
         away: dict[int, list[Outgoing]] = {}
         handed: set[str] = set()
         n_away = 0
-        before = self._handed if not (force or meta) else None
-        plain: list[str] = []  # handed-off URLs to remember once written
-        repeats = 0
         for r, j in zip(requests, owners, strict=True):
             if j == me:
                 local.append(r)
-                continue
-            memo = before if not r.redirects and not r.check_only else None
-            if memo is not None and r.url in memo:
-                repeats += 1  # handed off before: the owner's URL-seen test has it
-                continue
-            away.setdefault(j, []).append((r, meta) if meta else r)
-            handed.add(r.url)
-            n_away += 1
-            if memo is not None:
-                plain.append(r.url)
-        if away:
-            router.send(away)
-            if plain and before is not None:
-                if len(before) + len(plain) > HANDED_MEMO_MAX:
-                    before.clear()
-                before.update(plain)
+            else:
+                away.setdefault(j, []).append((r, meta) if meta else r)
+                handed.add(r.url)
+                n_away += 1
+        if not away:
+            return await self.local.add(local, force=force)
+        router.send(away)
         if not local:
-            return AddResult(n_away, repeats, frozenset(handed))
+            return AddResult(n_away, 0, frozenset(handed))
         res = await self.local.add(local, force=force)
-        return AddResult(
-            res.added + n_away, res.duplicates + repeats, frozenset(handed | res.added_urls)
-        )
+        return AddResult(res.added + n_away, res.duplicates, frozenset(handed | res.added_urls))
 
 
 async def add_routed(
