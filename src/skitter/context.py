@@ -92,6 +92,10 @@ class CrawlContext:
     dups: DuplicateStage | None = None
     recrawl: Recrawl | None = None
     sitemap_stats: dict[str, Any] = field(default_factory=dict)
+    #: Canonical URLs of links this process already put to the frontier (queued, seen or
+    #: handed to their owner): a repeat is SEEN without a frontier call
+    #: (:func:`skitter.link_decisions.decide_links`; bounded there).
+    known_links: set[str] = field(default_factory=set)
 
     def write_record(self, rec: PageRecord, host: str) -> None:
         """Append ``rec`` to pages.jsonl and count it (``host``: its politeness key)."""

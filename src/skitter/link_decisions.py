@@ -18,9 +18,13 @@ from skitter.models import Page, Request
 from skitter.rules import Decision
 from skitter.urls import canonicalize, host_key
 
-__all__ = ["decide_links", "note_inlinks", "rows_as"]
+__all__ = ["KNOWN_LINKS_MAX", "decide_links", "note_inlinks", "rows_as"]
 
 _VALUE = {d: d.value for d in Decision}
+
+#: Canonical URLs remembered in :attr:`CrawlContext.known_links` before it is emptied (~100
+#: bytes each: ~3 MB); a forgotten URL only costs one more frontier call.
+KNOWN_LINKS_MAX = 1 << 15
 
 
 async def decide_links(
@@ -53,6 +57,14 @@ async def decide_links(
     page_nofollow = page.nofollow
     dups = ctx.dups
     cut = dups.cut_hosts if dups is not None else None
+    # URLs put to the frontier before: SEEN without building a request (the frontier's
+    # URL-seen test would say so). Not while links are judged again (link checking) or
+    # every link counts for the order (in-links: the owner of a host counts each hand-off).
+    known: set[str] | None = None
+    if check is None and ctx.quality.order != "inlinks":
+        known = ctx.known_links
+        if len(known) >= KNOWN_LINKS_MAX:
+            known.clear()
     links = page.links
     judged = decide_page(
         [(link.url, link.nofollow or page_nofollow) for link in links],
@@ -95,7 +107,7 @@ async def decide_links(
             if dups is not None:
                 dups.note_trapped(canon)
         elif decision is queued and canon is not None:
-            if canon in pending or canon == source:
+            if canon in pending or canon == source or (known is not None and canon in known):
                 dec = seen_v
             elif (owner_of is None or (owner := owner_of(canon)) == me) and (
                 trap := admit(canon)
@@ -120,6 +132,8 @@ async def decide_links(
         for canon, idx in pending.items():
             if canon not in added:
                 fields[idx][6] = seen_v
+        if known is not None:
+            known.update(pending)
     if refetch:
         await ctx.add(refetch, force=True)
     if ctx.quality.order == "inlinks":
