@@ -300,9 +300,7 @@ def join(base: str, href: str, encoding: str = "utf-8") -> str | None:
         if not href.startswith(("//", "/\\")):
             prefix = _base_prefix(base)
             if prefix is not None:
-                prefix += "/"
-                simple = resolve_simple(prefix, href)
-                return simple if simple is not None else _join_cached(prefix, href, encoding)
+                return _resolve(prefix, "/", href, encoding)
     elif href.startswith(("http://", "https://")) and _base_prefix(base) is not None:
         return href if is_serialized(href) else _join_cached(_ANY_BASE, href, encoding)
     elif (
@@ -312,9 +310,35 @@ def join(base: str, href: str, encoding: str = "utf-8") -> str | None:
         and (base_dir := _base_dir(base)) is not None
     ):
         # a relative path ("x", "../x", "x?q"): only the base's directory counts
-        simple = resolve_simple(base_dir, href)
-        return simple if simple is not None else _join_cached(base_dir, href, encoding)
+        return _resolve(base_dir, "", href, encoding)
     return _join(base, href, encoding)
+
+
+#: Entries of the cache of plain references resolved against a base's prefix or directory
+#: (~250 bytes each: ~1 MB). In crawl order it answers ~92% of rust-doc's relative links
+#: (sidebars: the same hrefs on every page of a folder) and ~26% of the benchmark web's.
+RESOLVED_CACHE_ENTRIES = 1 << 12
+
+_RESOLVED: dict[tuple[str, str], str] = {}
+
+
+def _resolve(stem: str, tail: str, href: str, encoding: str) -> str | None:
+    """``href`` (path-absolute or relative) resolved against ``stem + tail`` (a base's
+    serialised prefix + "/", or its directory + ""): by string operations for a plain
+    reference (:func:`skitter.url_simple.resolve_simple`, cached by ``(stem, href)``, emptied
+    when full), else by :func:`_join_cached`."""
+    key = (stem, href)
+    hit = _RESOLVED.get(key)
+    if hit is not None:
+        return hit
+    base = stem + tail
+    simple = resolve_simple(base, href)
+    if simple is None:
+        return _join_cached(base, href, encoding)
+    if len(_RESOLVED) >= RESOLVED_CACHE_ENTRIES:
+        _RESOLVED.clear()
+    _RESOLVED[key] = simple
+    return simple
 
 
 def _join(base: str, href: str, encoding: str) -> str | None:

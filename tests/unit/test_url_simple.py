@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -131,3 +132,34 @@ def test_host_key_and_origin_of_a_plain_url_are_the_parsed_ones(
         return
     want = str(parsed.protocol)[:-1], urls._strip_host_dots(str(parsed.host))
     assert urls._host_of(url) == want, url
+
+
+def test_join_caches_plain_resolutions_per_base_directory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """join's cache of plain references: keyed by the base's directory (or prefix) and the
+    href, so pages of one folder share it; the same results as the parser, bounded."""
+    import skitter.url_join as uj
+
+    monkeypatch.setattr(uj, "RESOLVED_CACHE_ENTRIES", 3)
+    uj._RESOLVED.clear()
+    cases = [
+        ("http://h.test/a/b/page.html?q", "../x.html#f"),
+        ("http://h.test/a/b/other.html", "../x.html#f"),  # same directory: a cache hit
+        ("http://h.test/a/c/page.html", "../x.html#f"),
+        ("http://h.test:8080/a/b/", "/root?x=1"),
+        ("http://h.test:8080/z/", "/root?x=1"),  # same prefix: a hit
+        ("http://h.test/a/b/", "./y/../z"),
+        ("https://h.test/", "w%20x"),  # not plain: the parser, not cached
+    ]
+    for _ in range(2):
+        for base, href in cases:
+            assert uj.join(base, href) == _parse_href(href, base), (base, href)
+            assert len(uj._RESOLVED) <= 3
+    assert ("http://h.test/a/b/", "../x.html#f") in uj._RESOLVED or len(uj._RESOLVED) < 3
+    assert all(not k[1].startswith("w%") for k in uj._RESOLVED)
+    uj._RESOLVED.clear()
+    assert uj.join(*cases[0]) == "http://h.test/a/x.html#f"
+    assert uj._RESOLVED == {("http://h.test/a/b/", "../x.html#f"): "http://h.test/a/x.html#f"}
+    assert uj.join(*cases[3]) == "http://h.test:8080/root?x=1"
+    assert ("http://h.test:8080", "/root?x=1") in uj._RESOLVED
