@@ -7,6 +7,7 @@ import time
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from skitter import html_depth, links
 from skitter.links import (
@@ -326,6 +327,67 @@ def test_all_kinds_in_document_order() -> None:
     ]
     assert page.title == "Kinds of links"
     assert page.links[1].raw == "/refreshed"
+
+
+# The fast path (links._candidates): head elements + every <a>, when no <area>/<frame>/
+# <iframe> exists and <link>/<meta>/<base>/<title> are all in <head>; else the selector list.
+
+
+def test_fast_path_head_then_body_links_in_order() -> None:
+    html = (
+        '<html><head><base target="_top"><base href="/b/"><title>T</title>'
+        '<meta http-equiv="refresh" content="5; url=r"><link rel="canonical" href="c">'
+        '<noscript><link rel="canonical" href="c2"></noscript></head><body>'
+        '<a href="x">X <b>bold</b></a><svg><a xlink:href="s">svg</a></svg><a>none</a>'
+        '<a href="y" rel="nofollow">Y</a></body></html>'
+    )
+    page = extract(html.encode(), f"{SITE}/d/p")
+    assert page.base_url == f"{SITE}/b/"
+    assert page.title == "T"
+    assert [(lk.kind, lk.url, lk.anchor, lk.nofollow) for lk in page.links] == [
+        ("refresh", f"{SITE}/b/r", "", False),
+        ("canonical", f"{SITE}/b/c", "", False),
+        ("canonical", f"{SITE}/b/c2", "", False),
+        ("a", f"{SITE}/b/x", "X bold", False),
+        ("a", f"{SITE}/b/s", "svg", False),
+        ("a", f"{SITE}/b/y", "Y", True),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        # a <link> in the body comes after the links before it
+        ('<a href="/1">1</a><link rel="canonical" href="/c"><a href="/2">2</a>',
+         [("a", "/1"), ("canonical", "/c"), ("a", "/2")]),
+        ('<a href="/1">1</a><meta http-equiv="refresh" content="0;url=/r"><a href="/2">2</a>',
+         [("a", "/1"), ("refresh", "/r"), ("a", "/2")]),
+        ('<a href="/1">1</a><map><area href="/m"></map><a href="/2">2</a>',
+         [("a", "/1"), ("area", "/m"), ("a", "/2")]),
+        ('<a href="/1">1</a><iframe src="/i"></iframe><a href="/2">2</a>',
+         [("a", "/1"), ("iframe", "/i"), ("a", "/2")]),
+        # a <base> in the body (the head has none) still counts, for links before it too
+        ('<a href="1">1</a><base href="/b/"><a href="2">2</a>', [("a", "/b/1"), ("a", "/b/2")]),
+    ],
+)  # fmt: skip
+def test_elements_outside_head_keep_document_order(
+    body: str, expected: list[tuple[str, str]]
+) -> None:
+    html = f"<html><head><title>T</title></head><body>{body}</body></html>"
+    page = extract(html.encode(), f"{SITE}/d/p")
+    assert [(lk.kind, lk.url) for lk in page.links] == [(k, SITE + u) for k, u in expected]
+
+
+def test_title_from_svg_only_when_head_has_none() -> None:
+    svg = '<body><svg><title>Icon</title></svg><a href="/x">x</a></body>'
+    assert extract(f"<head></head>{svg}".encode(), f"{SITE}/").title == "Icon"
+    assert extract(f"<head><title>Page</title></head>{svg}".encode(), f"{SITE}/").title == "Page"
+
+
+def test_valueless_base_href_means_document_url() -> None:
+    page = extract(b'<head><base href><base href="/b/"></head><a href="x">x</a>', f"{SITE}/d/p")
+    assert page.base_url == f"{SITE}/d/p"
+    assert urls_of(page) == [f"{SITE}/d/x"]
 
 
 def test_frameset() -> None:
@@ -681,3 +743,22 @@ def test_fuzz_depth_guard_forced_on(pieces: list[str]) -> None:
     assert isinstance(page, Page)
     if all(p in ("<div>", "</div>", "<p>", "<table>", "é", "&amp;") for p in pieces):
         assert urls_of(page)[-1] == f"{SITE}/last"
+
+
+def _selector_matches(node: LexborNode) -> bool:
+    """Whether ``node`` (a candidate) has what links._SELECTOR asks of its tag."""
+    attrs = node.attributes
+    needs = {"a": ("href", "xlink:href"), "area": ("href",), "frame": ("src",),
+             "iframe": ("src",), "link": ("href",), "meta": ("content",), "base": ("href",),
+             "title": ()}[node.tag]  # fmt: skip
+    return not needs or any(name in attrs for name in needs)
+
+
+@settings(max_examples=300, deadline=None)
+@given(pieces=st.lists(st.one_of(_HTML_PIECES, st.text(max_size=10)), max_size=60))
+def test_candidates_are_the_selectors_elements(pieces: list[str]) -> None:
+    html = "".join(pieces)
+    tree = LexborHTMLParser(html)
+    expected = [n.mem_id for n in tree.css(links._SELECTOR)]
+    got = [n for n in links._candidates(tree) if _selector_matches(n)]
+    assert [n.mem_id for n in got] == expected
