@@ -248,6 +248,25 @@ def test_c11_c3_meta_http_equiv_and_query_encoding() -> None:
     )
 
 
+def test_utf8_bytes_parsed_as_given_else_the_decoded_text() -> None:
+    body = "<title>Café</title><a href='/é?q=é'>naïve</a>".encode()
+    assert links._utf8_source(body, body.decode(), "utf-8") is body
+    assert links._utf8_source(b"\xef\xbb\xbfab", "ab", "utf-8") == b"ab"  # BOM left out
+    assert links._utf8_source(b"a\xffb", "a\ufffdb", "utf-8") == "a\ufffdb"  # replaced
+    assert links._utf8_source(b"caf\xe9", "café", "cp1252") == "café"
+    for prefix in (b"", b"\xef\xbb\xbf"):
+        page = extract(prefix + body, f"{SITE}/")
+        assert (page.title, page.encoding) == ("Café", "utf-8")
+        assert [(lk.url, lk.anchor) for lk in page.links] == [(f"{SITE}/%C3%A9?q=%C3%A9", "naïve")]
+    # invalid UTF-8 declared as UTF-8: decoded with U+FFFD, as before
+    page = extract(
+        b"<a href='/x\xff'>caf\xe9 \xef\xbf\xbd</a>", f"{SITE}/", "text/html; charset=utf-8"
+    )
+    assert [(lk.url, lk.anchor) for lk in page.links] == [
+        (f"{SITE}/x%EF%BF%BD", "caf\ufffd \ufffd")
+    ]
+
+
 def test_c11_c4_undeclared_utf8() -> None:
     page = extract(f"<title>{RU}</title>".encode(), f"{SITE}/c4")
     assert page.title == RU
