@@ -400,7 +400,12 @@ def _extract_whole(
     bot = bot_token.lower() if bot_token else None
     noindex, nofollow = parse_robots_directives(headers_robots, (bot,) if bot is not None else ())
     source: str | bytes
-    if text.count("<") >= _DEEP_CHECK_MIN_TAGS and _may_be_deep(text):
+    # (a text shorter than the threshold cannot hold that many "<": not counted)
+    if (
+        len(text) >= _DEEP_CHECK_MIN_TAGS
+        and text.count("<") >= _DEEP_CHECK_MIN_TAGS
+        and _may_be_deep(text)
+    ):
         source = _flatten_deep(text)
     else:
         source = _utf8_source(body, text, encoding)
