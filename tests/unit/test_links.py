@@ -7,6 +7,7 @@ import time
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from skitter import html_depth, links
 from skitter.links import (
@@ -247,6 +248,25 @@ def test_c11_c3_meta_http_equiv_and_query_encoding() -> None:
     )
 
 
+def test_utf8_bytes_parsed_as_given_else_the_decoded_text() -> None:
+    body = "<title>Café</title><a href='/é?q=é'>naïve</a>".encode()
+    assert links._utf8_source(body, body.decode(), "utf-8") is body
+    assert links._utf8_source(b"\xef\xbb\xbfab", "ab", "utf-8") == b"ab"  # BOM left out
+    assert links._utf8_source(b"a\xffb", "a\ufffdb", "utf-8") == "a\ufffdb"  # replaced
+    assert links._utf8_source(b"caf\xe9", "café", "cp1252") == "café"
+    for prefix in (b"", b"\xef\xbb\xbf"):
+        page = extract(prefix + body, f"{SITE}/")
+        assert (page.title, page.encoding) == ("Café", "utf-8")
+        assert [(lk.url, lk.anchor) for lk in page.links] == [(f"{SITE}/%C3%A9?q=%C3%A9", "naïve")]
+    # invalid UTF-8 declared as UTF-8: decoded with U+FFFD, as before
+    page = extract(
+        b"<a href='/x\xff'>caf\xe9 \xef\xbf\xbd</a>", f"{SITE}/", "text/html; charset=utf-8"
+    )
+    assert [(lk.url, lk.anchor) for lk in page.links] == [
+        (f"{SITE}/x%EF%BF%BD", "caf\ufffd \ufffd")
+    ]
+
+
 def test_c11_c4_undeclared_utf8() -> None:
     page = extract(f"<title>{RU}</title>".encode(), f"{SITE}/c4")
     assert page.title == RU
@@ -326,6 +346,67 @@ def test_all_kinds_in_document_order() -> None:
     ]
     assert page.title == "Kinds of links"
     assert page.links[1].raw == "/refreshed"
+
+
+# The fast path (links._candidates): head elements + every <a>, when no <area>/<frame>/
+# <iframe> exists and <link>/<meta>/<base>/<title> are all in <head>; else the selector list.
+
+
+def test_fast_path_head_then_body_links_in_order() -> None:
+    html = (
+        '<html><head><base target="_top"><base href="/b/"><title>T</title>'
+        '<meta http-equiv="refresh" content="5; url=r"><link rel="canonical" href="c">'
+        '<noscript><link rel="canonical" href="c2"></noscript></head><body>'
+        '<a href="x">X <b>bold</b></a><svg><a xlink:href="s">svg</a></svg><a>none</a>'
+        '<a href="y" rel="nofollow">Y</a></body></html>'
+    )
+    page = extract(html.encode(), f"{SITE}/d/p")
+    assert page.base_url == f"{SITE}/b/"
+    assert page.title == "T"
+    assert [(lk.kind, lk.url, lk.anchor, lk.nofollow) for lk in page.links] == [
+        ("refresh", f"{SITE}/b/r", "", False),
+        ("canonical", f"{SITE}/b/c", "", False),
+        ("canonical", f"{SITE}/b/c2", "", False),
+        ("a", f"{SITE}/b/x", "X bold", False),
+        ("a", f"{SITE}/b/s", "svg", False),
+        ("a", f"{SITE}/b/y", "Y", True),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        # a <link> in the body comes after the links before it
+        ('<a href="/1">1</a><link rel="canonical" href="/c"><a href="/2">2</a>',
+         [("a", "/1"), ("canonical", "/c"), ("a", "/2")]),
+        ('<a href="/1">1</a><meta http-equiv="refresh" content="0;url=/r"><a href="/2">2</a>',
+         [("a", "/1"), ("refresh", "/r"), ("a", "/2")]),
+        ('<a href="/1">1</a><map><area href="/m"></map><a href="/2">2</a>',
+         [("a", "/1"), ("area", "/m"), ("a", "/2")]),
+        ('<a href="/1">1</a><iframe src="/i"></iframe><a href="/2">2</a>',
+         [("a", "/1"), ("iframe", "/i"), ("a", "/2")]),
+        # a <base> in the body (the head has none) still counts, for links before it too
+        ('<a href="1">1</a><base href="/b/"><a href="2">2</a>', [("a", "/b/1"), ("a", "/b/2")]),
+    ],
+)  # fmt: skip
+def test_elements_outside_head_keep_document_order(
+    body: str, expected: list[tuple[str, str]]
+) -> None:
+    html = f"<html><head><title>T</title></head><body>{body}</body></html>"
+    page = extract(html.encode(), f"{SITE}/d/p")
+    assert [(lk.kind, lk.url) for lk in page.links] == [(k, SITE + u) for k, u in expected]
+
+
+def test_title_from_svg_only_when_head_has_none() -> None:
+    svg = '<body><svg><title>Icon</title></svg><a href="/x">x</a></body>'
+    assert extract(f"<head></head>{svg}".encode(), f"{SITE}/").title == "Icon"
+    assert extract(f"<head><title>Page</title></head>{svg}".encode(), f"{SITE}/").title == "Page"
+
+
+def test_valueless_base_href_means_document_url() -> None:
+    page = extract(b'<head><base href><base href="/b/"></head><a href="x">x</a>', f"{SITE}/d/p")
+    assert page.base_url == f"{SITE}/d/p"
+    assert urls_of(page) == [f"{SITE}/d/x"]
 
 
 def test_frameset() -> None:
@@ -681,3 +762,22 @@ def test_fuzz_depth_guard_forced_on(pieces: list[str]) -> None:
     assert isinstance(page, Page)
     if all(p in ("<div>", "</div>", "<p>", "<table>", "é", "&amp;") for p in pieces):
         assert urls_of(page)[-1] == f"{SITE}/last"
+
+
+def _selector_matches(node: LexborNode) -> bool:
+    """Whether ``node`` (a candidate) has what links._SELECTOR asks of its tag."""
+    attrs = node.attributes
+    needs = {"a": ("href", "xlink:href"), "area": ("href",), "frame": ("src",),
+             "iframe": ("src",), "link": ("href",), "meta": ("content",), "base": ("href",),
+             "title": ()}[node.tag]  # fmt: skip
+    return not needs or any(name in attrs for name in needs)
+
+
+@settings(max_examples=300, deadline=None)
+@given(pieces=st.lists(st.one_of(_HTML_PIECES, st.text(max_size=10)), max_size=60))
+def test_candidates_are_the_selectors_elements(pieces: list[str]) -> None:
+    html = "".join(pieces)
+    tree = LexborHTMLParser(html)
+    expected = [n.mem_id for n in tree.css(links._SELECTOR)]
+    got = [n for n in links._candidates(tree) if _selector_matches(n)]
+    assert [n.mem_id for n in got] == expected
