@@ -182,7 +182,10 @@ class Crawler:
             recrawl=self.policy.recrawl if isinstance(self.policy, RecrawlPolicy) else None,
         )
         self._parse = ParseStage(
-            components.extract, self.peers.parse_helpers, remote=_remote_extract(components)
+            components.extract,
+            self.peers.parse_helpers,
+            remote=_remote_extract(components),
+            executor=self.peers.parse_lanes,
         )
         self._worker = Worker(ctx, parse=self._parse, on_release=self.wake)
         try:

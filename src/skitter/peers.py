@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from skitter.sharding import Meta
 
 if TYPE_CHECKING:
+    import concurrent.futures
+
     from skitter.context import CrawlContext
     from skitter.models import Response
     from skitter.traps import TrapGuard
@@ -73,9 +75,10 @@ class Peers:
         warc_dir: folder of this process's WARC files (None: the output folder).
         warc_prefix: their file name prefix.
         ip_slots: ``--ip-concurrency`` shared with the peers, or None.
-        parse_helpers: helper processes that may parse this process's pages while its
-            host-bound loop keeps fetching (:class:`skitter.parse_stage.ParseStage`; the
-            cores of the peers, 0 alone).
+        parse_helpers: the peer processes that may parse this process's pages while its
+            host-bound loop keeps fetching (:class:`skitter.parse_stage.ParseStage`; 0 alone).
+        parse_lanes: the executor that sends them those pages
+            (:class:`skitter.parse_lanes.LaneExecutor`), or None.
     """
 
     index: int = 0
@@ -84,6 +87,7 @@ class Peers:
     warc_prefix: str = "skitter"
     ip_slots: SharedSlots | None = None
     parse_helpers: int = 0
+    parse_lanes: concurrent.futures.Executor | None = None
 
     def open(self, ctx: CrawlContext, loop: LoopControl) -> None:
         """Attach to a crawl whose components are built (before any resume repair)."""
