@@ -96,7 +96,7 @@ def test_an_error_in_the_sibling_is_raised_here(
     stage.host_bound = True
 
     async def run() -> None:
-        with pytest.raises(ValueError, match="cannot parse http://a.test/e"):
+        with pytest.raises(ValueError, match=r"cannot parse http://a\.test/e"):
             await stage.parse(SMALL, "http://a.test/e", "text/html", ())
         # the lane still works after an error
         stage.remote = FN
