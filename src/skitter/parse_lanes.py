@@ -108,7 +108,12 @@ def _serve_one(conn: Connection) -> None:
                 reply: tuple[str, Any] = ("ok", fn(*args))
             except Exception as exc:  # the client re-raises it, as for an inline parse
                 reply = ("error", exc)
-            conn.send(reply)
+            try:
+                conn.send(reply)  # pickled whole before a byte is written
+            except (EOFError, OSError):
+                raise
+            except Exception as exc:  # an answer that cannot be pickled: say so instead
+                conn.send(("error", RuntimeError(f"the answer cannot be sent back: {exc!r}")))
     except (EOFError, OSError):
         pass  # the client's process is gone (or closed the lane)
     finally:
@@ -191,12 +196,21 @@ class LaneExecutor(concurrent.futures.Executor):
                     fut.set_exception(concurrent.futures.BrokenExecutor("a parse lane broke"))
                     continue
                 try:
-                    conn.send((fn, args))
+                    conn.send((fn, args))  # pickled whole before a byte is written
+                except (EOFError, OSError):
+                    pass  # the lane is broken: recv says so
+                except Exception as exc:  # the call cannot be pickled: its own error
+                    fut.set_exception(exc)
+                    continue
+                try:
                     kind, value = conn.recv()
                 except (EOFError, OSError) as exc:
                     self._break()
                     fut.set_exception(concurrent.futures.BrokenExecutor(f"parse lane: {exc!r}"))
                     return
+                except Exception as exc:  # read whole, but cannot be unpickled here
+                    fut.set_exception(exc)
+                    continue
                 if kind == "ok":
                     fut.set_result(value)
                 else:

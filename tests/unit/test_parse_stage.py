@@ -8,8 +8,10 @@ import functools
 import multiprocessing
 import os
 import signal
+import threading
 from collections.abc import Iterator, Sequence
 from multiprocessing.process import BaseProcess
+from typing import Any
 
 import pytest
 
@@ -31,6 +33,10 @@ def _sibling(mesh: ParseMesh) -> None:  # pragma: no cover - runs in the forked 
 
 def _refusing(body: bytes, url: str, ct: str | None, xr: Sequence[str]) -> Page:
     raise ValueError(f"cannot parse {url}")
+
+
+def _unsendable(body: bytes, url: str, ct: str | None, xr: Sequence[str]) -> Any:
+    return threading.Lock()  # cannot be pickled back
 
 
 @pytest.fixture
@@ -84,7 +90,7 @@ def test_large_pages_are_parsed_here_small_ones_by_the_sibling_when_host_bound(
     assert sections["pid"] == os.getpid()
     assert sections["here"] == 2  # the first small page and the large one
     assert sections["helpers"] == {str(proc.pid): 1}  # the host-bound small page
-    proc.join(10)  # closing the stage closed the lane: the sibling's server saw EOF
+    proc.join(60)  # closing the stage closed the lane: the sibling's server saw EOF
     assert proc.exitcode == 0
 
 
@@ -98,7 +104,13 @@ def test_an_error_in_the_sibling_is_raised_here(
     async def run() -> None:
         with pytest.raises(ValueError, match=r"cannot parse http://a\.test/e"):
             await stage.parse(SMALL, "http://a.test/e", "text/html", ())
-        # the lane still works after an error
+        stage.remote = _unsendable  # an answer that cannot be pickled: an error, no hang
+        with pytest.raises(RuntimeError, match="cannot be sent back"):
+            await stage.parse(SMALL, "http://a.test/u", "text/html", ())
+        stage.remote = lambda *a: None  # a call that cannot be pickled: its error, no hang
+        with pytest.raises(Exception, match="pickle"):
+            await stage.parse(SMALL, "http://a.test/l", "text/html", ())
+        # the lane still works after those errors
         stage.remote = FN
         page = await stage.parse(SMALL, "http://a.test/", "text/html", ())
         assert [link.url for link in page.links] == ["http://a.test/s"]
