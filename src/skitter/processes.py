@@ -14,6 +14,11 @@ through append-only files. The coordinator:
   in flight), stops the others if one dies, and writes ``OUT/report.json`` (the shards'
   counters, robots and trap sections merged).
 
+Before forking, it also lays the parse lanes between the processes
+(:class:`skitter.parse_lanes.ParseMesh`): a process whose one busy host keeps its core busy
+sends pages to be parsed to the others, whose cores idle (no helper process: each would count
+a crawler's resident set once more).
+
 WARC files are written by each process into ``OUT/`` as ``skitter-pK-*.warc.gz``. ``--resume``
 restarts the same N processes on their shards (N is fixed for the life of a crawl).
 """
