@@ -58,6 +58,9 @@ class ParseMesh:
 
     count: int
     pipes: dict[tuple[int, int], tuple[Connection, Connection]] = field(default_factory=dict)
+    #: shared bytes, one per process: 1 while its loop is host-bound (its own hosts leave room
+    #: on its core), so it may parse for the others (see :meth:`LaneExecutor.set_free`)
+    free: Any = None
 
     @classmethod
     def make(cls, ctx: BaseContext, count: int) -> ParseMesh:
@@ -66,7 +69,7 @@ class ParseMesh:
         Raises:
             OSError: out of file descriptors.
         """
-        mesh = cls(count)
+        mesh = cls(count, free=ctx.RawArray("b", count))
         for i in range(count):
             for j in range(count):
                 if i != j:
@@ -141,13 +144,22 @@ class LaneExecutor(concurrent.futures.Executor):
 
     Args:
         conns: the client ends, one per sibling; this executor owns (and closes) them.
+        free: the mesh's shared flags (:attr:`ParseMesh.free`), or None (siblings always
+            free).
+        index: this process's index in ``free``.
+
+    A sibling whose own loop is busy (its flag 0) should not be given work: its parse thread
+    would take the GIL from its event loop (:meth:`peer_free` tells; the parse stage then
+    parses inline, its core being the only free one).
 
     A job whose lane broke (EOF, OS error: the sibling is gone) gets
     :class:`concurrent.futures.BrokenExecutor`, and so does every job after it: the caller
     falls back to running the call itself.
     """
 
-    def __init__(self, conns: list[Connection]) -> None:
+    def __init__(self, conns: list[Connection], free: Any = None, index: int = 0) -> None:
+        self._free = free
+        self._index = index
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._broken = False
         self._closed = False
@@ -163,6 +175,18 @@ class LaneExecutor(concurrent.futures.Executor):
     def lanes(self) -> int:
         """The number of sibling processes served by this executor."""
         return len(self._threads)
+
+    def set_free(self, free: bool) -> None:
+        """Publish whether this process's loop leaves room on its core (host-bound)."""
+        if self._free is not None:
+            self._free[self._index] = free
+
+    def peer_free(self) -> bool:
+        """True if some sibling published that it is free (always True without flags)."""
+        flags = self._free
+        if flags is None:
+            return True
+        return any(flags[k] for k in range(len(flags)) if k != self._index)
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         """Queue ``fn(*args)`` (``fn`` and ``args`` picklable; no keyword arguments) for the

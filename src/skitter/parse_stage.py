@@ -35,6 +35,7 @@ from typing import Any
 
 from skitter.html_chunks import SEGMENT_MIN_BYTES
 from skitter.models import Page
+from skitter.parse_lanes import LaneExecutor
 from skitter.runtime import trim_heap
 
 __all__ = ["TRIM_EVERY_BYTES", "Extract", "ParseStage"]
@@ -83,14 +84,14 @@ def _parse_job(
 
 class ParseStage:
     """Parse HTML bodies inline, or through ``executor`` (the sibling crawler processes,
-    :class:`skitter.parse_lanes.LaneExecutor`) when host-bound.
+    :class:`skitter.parse_lanes.LaneExecutor`) when host-bound and a sibling is free.
 
     Args:
         extract: the parser run inline (see :data:`Extract`).
         workers: the executor's parallel lanes (0: always inline).
         remote: the same parser, picklable, for the siblings (None: always inline).
-        executor: runs ``remote`` elsewhere (None: always inline); owned (shut down by
-            :meth:`close`).
+        executor: runs ``remote`` in the siblings (None: always inline); owned (shut down
+            by :meth:`close`).
 
     Attributes:
         host_bound: set by the crawl loop: True when its last lease attempt had room but no
@@ -102,21 +103,36 @@ class ParseStage:
         extract: Extract,
         workers: int = 0,
         remote: Extract | None = None,
-        executor: concurrent.futures.Executor | None = None,
+        executor: LaneExecutor | None = None,
     ) -> None:
         self.extract = extract
         self.remote = remote
         self.workers = max(0, workers) if remote is not None and executor is not None else 0
-        self.host_bound = False
         self._pool = executor
+        self._host_bound = False
         self._pending = 0
         self._here = 0
         self._elsewhere: Counter[int] = Counter()
         self._trimmer = _Trimmer()
 
-    def _use_pool(self, size: int) -> concurrent.futures.Executor | None:
-        if not self.workers or not self.host_bound or self._pending >= 2 * self.workers:
+    @property
+    def host_bound(self) -> bool:
+        """True when the loop's last lease attempt had room but no ready host (set by the
+        crawl loop; published to the siblings: a host-bound process may parse for them)."""
+        return self._host_bound
+
+    @host_bound.setter
+    def host_bound(self, value: bool) -> None:
+        if value != self._host_bound:
+            self._host_bound = value
+            if self._pool is not None:
+                self._pool.set_free(value)
+
+    def _use_pool(self, size: int) -> LaneExecutor | None:
+        if not self.workers or not self._host_bound or self._pending >= 2 * self.workers:
             return None
+        if self._pool is None or not self._pool.peer_free():
+            return None  # the siblings' cores are busy with their own hosts
         if size > SEGMENT_MIN_BYTES:
             # parsed here segment by segment (bounded memory, skitter.html_chunks): sent to a
             # sibling, its bytes would be copied twice more (the pickle, the sibling's copy)

@@ -25,10 +25,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from skitter.sharding import Meta
 
 if TYPE_CHECKING:
-    import concurrent.futures
-
     from skitter.context import CrawlContext
     from skitter.models import Response
+    from skitter.parse_lanes import LaneExecutor
     from skitter.traps import TrapGuard
 
 __all__ = ["Alone", "LoopControl", "Meta", "Peers", "SharedSlots"]
@@ -87,7 +86,7 @@ class Peers:
     warc_prefix: str = "skitter"
     ip_slots: SharedSlots | None = None
     parse_helpers: int = 0
-    parse_lanes: concurrent.futures.Executor | None = None
+    parse_lanes: LaneExecutor | None = None
 
     def open(self, ctx: CrawlContext, loop: LoopControl) -> None:
         """Attach to a crawl whose components are built (before any resume repair)."""

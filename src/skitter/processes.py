@@ -162,9 +162,8 @@ def _worker_main(
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if budget is not None:
         budget.bind(index)
-    link = ShardLink(
-        Path(settings.out_dir), index, count, conn, budget, start, ip_slots, parse_clients
-    )
+    link = ShardLink(Path(settings.out_dir), index, count, conn, budget, start, ip_slots)
+    link.parse_clients, link.parse_free = parse_clients, mesh.free
     set_process_index(index)  # log lines say pK
     serve(parse_servers)
     code = 0

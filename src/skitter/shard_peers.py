@@ -92,7 +92,11 @@ class ShardPeers(Peers):
         self.ip_slots = link.ip_slots
         # the other processes' cores, when they idle: they parse this one's pages
         self.parse_helpers = len(link.parse_clients)
-        self.parse_lanes = LaneExecutor(link.parse_clients) if link.parse_clients else None
+        self.parse_lanes = (
+            LaneExecutor(link.parse_clients, link.parse_free, link.index)
+            if link.parse_clients
+            else None
+        )
         self._sh: _ShardState | None = None
         self._ctx: CrawlContext | None = None
         self._loop: LoopControl | None = None

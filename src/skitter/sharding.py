@@ -413,6 +413,7 @@ class ShardLink:
         ip_slots: the shared ``--ip-concurrency``, or None.
         parse_clients: client ends of the parse lanes to the sibling processes
             (:class:`skitter.parse_lanes.ParseMesh`); none: pages are always parsed here.
+        parse_free: the mesh's shared "free to parse" flags (``ParseMesh.free``), or None.
     """
 
     out_dir: Path
@@ -423,6 +424,7 @@ class ShardLink:
     start: Any = None
     ip_slots: IpSlots | None = None
     parse_clients: list[Connection] = field(default_factory=list)
+    parse_free: Any = None
 
     @property
     def warc_prefix(self) -> str:

@@ -39,17 +39,23 @@ def _unsendable(body: bytes, url: str, ct: str | None, xr: Sequence[str]) -> Any
     return threading.Lock()  # cannot be pickled back
 
 
+FREE: list[Any] = []  # the last mesh's shared flags (the fixture's)
+
+
 @pytest.fixture
 def sibling() -> Iterator[tuple[BaseProcess, LaneExecutor]]:
-    """Process 1 of a two-process mesh (serving parse jobs), and process 0's executor."""
+    """Process 1 of a two-process mesh (serving parse jobs; its flag says free), and process
+    0's executor."""
     ctx = multiprocessing.get_context("fork")
     mesh = ParseMesh.make(ctx, 2)
+    mesh.free[1] = 1
+    FREE[:] = [mesh.free]
     proc = ctx.Process(target=_sibling, args=(mesh,), daemon=True)
     proc.start()
     clients, servers = mesh.bind(0)
     for s in servers:  # process 0 serves nobody here
         s.close()
-    lanes = LaneExecutor(clients)
+    lanes = LaneExecutor(clients, FREE[0], 0)
     try:
         yield proc, lanes
     finally:
@@ -162,3 +168,32 @@ def test_mesh_bind_keeps_only_the_processes_own_ends() -> None:
     assert len(others) == 8 and all(e.closed for e in others)
     for c in clients + servers:
         c.close()
+
+
+def test_a_busy_sibling_is_not_given_pages_and_host_bound_is_published(
+    sibling: tuple[BaseProcess, LaneExecutor],
+) -> None:
+    """A sibling whose own hosts keep its loop busy (flag 0) parses nothing for others: its
+    parse thread would take the GIL from its event loop (the many-hosts shape)."""
+    proc, lanes = sibling
+    free = FREE[0]
+    stage = ParseStage(FN, workers=1, remote=FN, executor=lanes)
+    assert list(free) == [0, 1]
+    stage.host_bound = True
+    assert list(free) == [1, 1]  # this process published that it has room
+
+    async def run() -> None:
+        free[1] = 0  # the sibling is busy
+        await stage.parse(SMALL, "http://a.test/", "text/html", ())
+        free[1] = 1
+        await stage.parse(SMALL, "http://a.test/", "text/html", ())
+
+    try:
+        asyncio.run(run())
+    finally:
+        stage.host_bound = False
+        assert list(free) == [0, 1]
+        stage.close()
+    sections = stage.report_sections()["parse"]
+    assert sections["here"] == 1
+    assert sections["helpers"] == {str(proc.pid): 1}
