@@ -159,7 +159,8 @@ class ParseStage:
                 self._elsewhere[pid] += 1
                 return page
             except concurrent.futures.BrokenExecutor:
-                log.warning("a sibling process stopped parsing: parsing in this process")
+                # (a sibling that died: the coordinator says so and stops the crawl)
+                log.debug("a sibling process stopped parsing: parsing in this process")
                 self.workers = 0
                 self._shutdown()
             finally:
