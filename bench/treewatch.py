@@ -13,8 +13,9 @@ Skitter's coordinator and its forked crawler processes, node with a Rust thread 
   (pages shared by forked processes are counted once per process: it over-states a forked
   tree), ``peak_pss_mb`` the largest sum of their proportional set sizes
   (/proc/PID/smaps_rollup: shared pages split between the sharers, so the tree's real
-  footprint), ``largest_process_rss_mb`` the largest single process (GNU time's figure). A
-  spike shorter than 0.2 s can be missed.
+  footprint), ``largest_process_rss_mb`` the largest single process (GNU time's figure),
+  ``peak_rss_parts_mb`` each process's resident set in the sample of the peak (tree order:
+  CMD first, then each process before its children). A spike shorter than 0.2 s can be missed.
 - Afterwards ``output_bytes`` is the total size of the regular files under the --output paths
   (default: the --cwd folder; none when neither is given), ``output_files`` their number.
 
@@ -46,9 +47,11 @@ def tree(pid: int) -> list[int]:
         p = todo.pop()
         out.append(p)
         try:
+            kids: list[int] = []
             for task in os.listdir(f"/proc/{p}/task"):
                 with open(f"/proc/{p}/task/{task}/children") as fh:
-                    todo.extend(int(c) for c in fh.read().split())
+                    kids.extend(int(c) for c in fh.read().split())
+            todo.extend(reversed(kids))  # depth first, children in order
         except OSError:
             continue
     return out
@@ -83,6 +86,7 @@ class Sampler:
         list may grow while sampling; each sample sums the trees of all of them)."""
         self.pid, self.interval = pid, interval
         self.peak_rss = self.peak_pss = self.peak_one = self.peak_procs = 0
+        self.peak_parts: list[int] = []
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -90,7 +94,8 @@ class Sampler:
         roots = self.pid if isinstance(self.pid, list) else [self.pid]
         pids = [p for r in list(roots) for p in tree(r)]
         sizes = [rss_kb(p) for p in pids]
-        self.peak_rss = max(self.peak_rss, sum(sizes))
+        if sum(sizes) > self.peak_rss:
+            self.peak_rss, self.peak_parts = sum(sizes), sizes
         self.peak_one = max(self.peak_one, max(sizes, default=0))
         self.peak_pss = max(self.peak_pss, sum(pss_kb(p) for p in pids))
         self.peak_procs = max(self.peak_procs, len(pids))
@@ -115,6 +120,7 @@ class Sampler:
             peak_pss_mb=round(self.peak_pss / 1024, 1),
             largest_process_rss_mb=round(self.peak_one / 1024, 1),
             peak_processes=self.peak_procs,
+            peak_rss_parts_mb=[round(k / 1024, 1) for k in self.peak_parts],
         )
 
 

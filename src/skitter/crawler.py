@@ -11,7 +11,7 @@ Pipeline (Scrapy's engine/downloader split): a lease's task holds its host only 
 fetching; once the final response is read the worker releases the host to the frontier
 (:meth:`skitter.frontier.base.Frontier.release`, politeness gap included) and wakes the loop,
 which may lease the host's next URL while the page is judged, archived, parsed
-(:mod:`skitter.parse_stage`: in helper processes when this process is host-bound) and
+(:mod:`skitter.parse_stage`: in the sibling processes when this one is host-bound) and
 recorded. Tasks in that second stage count as in flight until their ack.
 
 Durability (``kill -9`` at any instant): the worker writes each page's WARC exchange, links.tsv
@@ -67,7 +67,7 @@ REPORT_EVERY_S = 30.0
 
 
 def _remote_extract(c: Components) -> Extract:
-    """:meth:`Components.extract` as a picklable function (for parse helper processes)."""
+    """:meth:`Components.extract` as a picklable function (parsed in sibling processes)."""
     from skitter.links import extract
 
     return functools.partial(
@@ -182,7 +182,10 @@ class Crawler:
             recrawl=self.policy.recrawl if isinstance(self.policy, RecrawlPolicy) else None,
         )
         self._parse = ParseStage(
-            components.extract, self.peers.parse_helpers, remote=_remote_extract(components)
+            components.extract,
+            self.peers.parse_helpers,
+            remote=_remote_extract(components),
+            executor=self.peers.parse_lanes,
         )
         self._worker = Worker(ctx, parse=self._parse, on_release=self.wake)
         try:

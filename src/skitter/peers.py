@@ -27,6 +27,7 @@ from skitter.sharding import Meta
 if TYPE_CHECKING:
     from skitter.context import CrawlContext
     from skitter.models import Response
+    from skitter.parse_lanes import LaneExecutor
     from skitter.traps import TrapGuard
 
 __all__ = ["Alone", "LoopControl", "Meta", "Peers", "SharedSlots"]
@@ -73,9 +74,10 @@ class Peers:
         warc_dir: folder of this process's WARC files (None: the output folder).
         warc_prefix: their file name prefix.
         ip_slots: ``--ip-concurrency`` shared with the peers, or None.
-        parse_helpers: helper processes that may parse this process's pages while its
-            host-bound loop keeps fetching (:class:`skitter.parse_stage.ParseStage`; the
-            cores of the peers, 0 alone).
+        parse_helpers: the peer processes that may parse this process's pages while its
+            host-bound loop keeps fetching (:class:`skitter.parse_stage.ParseStage`; 0 alone).
+        parse_lanes: the executor that sends them those pages
+            (:class:`skitter.parse_lanes.LaneExecutor`), or None.
     """
 
     index: int = 0
@@ -84,6 +86,7 @@ class Peers:
     warc_prefix: str = "skitter"
     ip_slots: SharedSlots | None = None
     parse_helpers: int = 0
+    parse_lanes: LaneExecutor | None = None
 
     def open(self, ctx: CrawlContext, loop: LoopControl) -> None:
         """Attach to a crawl whose components are built (before any resume repair)."""

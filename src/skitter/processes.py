@@ -14,6 +14,11 @@ through append-only files. The coordinator:
   in flight), stops the others if one dies, and writes ``OUT/report.json`` (the shards'
   counters, robots and trap sections merged).
 
+Before forking, it also lays the parse lanes between the processes
+(:class:`skitter.parse_lanes.ParseMesh`): a process whose one busy host keeps its core busy
+sends pages to be parsed to the others, whose cores idle (no helper process: each would count
+a crawler's resident set once more).
+
 WARC files are written by each process into ``OUT/`` as ``skitter-pK-*.warc.gz``. ``--resume``
 restarts the same N processes on their shards (N is fixed for the life of a crawl).
 """
@@ -41,6 +46,7 @@ from skitter.autotune import share_memory
 from skitter.errors import OutputError, SkitterError, StateError
 from skitter.logs import set_process_index
 from skitter.merge import MERGE_FILE, Merger, merged_report, merged_stats
+from skitter.parse_lanes import ParseMesh, serve
 from skitter.runtime import freeze_for_fork, tune_gc
 from skitter.settings import CrawlSettings
 from skitter.shard_cleanup import seal_finished
@@ -143,10 +149,13 @@ def _worker_main(
     budget: PageBudget | None,
     start: Any,
     ip_slots: IpSlots,
+    mesh: ParseMesh,
 ) -> None:
     """Body of crawler process ``index`` (started by fork): crawl its shard, then send
-    ``("done", {...})`` or ``("error", message, exit_code)`` and exit."""
+    ``("done", {...})`` or ``("error", message, exit_code)`` and exit. Meanwhile it parses the
+    pages its siblings send when they are host-bound (:mod:`skitter.parse_lanes`)."""
     _die_with_parent()
+    parse_clients, parse_servers = mesh.bind(index)
     tune_gc()  # what the fork inherited is long-lived: keep it out of every collection
     # the coordinator handles signals and tells each process what to do
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -154,7 +163,9 @@ def _worker_main(
     if budget is not None:
         budget.bind(index)
     link = ShardLink(Path(settings.out_dir), index, count, conn, budget, start, ip_slots)
+    link.parse_clients, link.parse_free = parse_clients, mesh.free
     set_process_index(index)  # log lines say pK
+    serve(parse_servers)
     code = 0
     try:
         # (uvloop was measured: 3-5% more CPU per page than asyncio's loop here)
@@ -336,17 +347,21 @@ def _coordinate(
                     w.conn.send("stop" if signals == 1 else "abort")
 
     workers: list[_Worker] = []
+    mesh = ParseMesh.make(ctx, count)  # the crawlers parse each other's pages: no helpers
     freeze_for_fork()  # the imports stay shared with the crawler processes
-    for k in range(count):
-        parent_end, child_end = ctx.Pipe(duplex=True)
-        proc = ctx.Process(
-            target=_worker_main,
-            args=(settings, k, count, child_end, budget, start, ip_slots),
-            name=f"skitter-crawler-{k}",
-        )
-        proc.start()
-        child_end.close()
-        workers.append(_Worker(k, proc, parent_end))
+    try:
+        for k in range(count):
+            parent_end, child_end = ctx.Pipe(duplex=True)
+            proc = ctx.Process(
+                target=_worker_main,
+                args=(settings, k, count, child_end, budget, start, ip_slots, mesh),
+                name=f"skitter-crawler-{k}",
+            )
+            proc.start()
+            child_end.close()
+            workers.append(_Worker(k, proc, parent_end))
+    finally:
+        mesh.close()  # the crawlers hold their ends: a crawler's death closes its lanes
     tune_gc()  # the coordinator too: merging and the end's report make many short-lived objects
     old_handlers = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     started = time.monotonic()

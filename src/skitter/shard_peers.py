@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from skitter.export.pages import PageRecord, iso_utc
 from skitter.frontier.routing import RoutingFrontier
+from skitter.parse_lanes import LaneExecutor
 from skitter.peers import LoopControl, Peers
 from skitter.sharding import Handoff, Meta, ShardLink
 from skitter.stats import NOT_ERRORS
@@ -93,7 +94,13 @@ class ShardPeers(Peers):
         self.warc_dir: Path | None = link.out_dir
         self.warc_prefix = link.warc_prefix
         self.ip_slots = link.ip_slots
-        self.parse_helpers = link.count - 1  # the other processes' cores, when they idle
+        # the other processes' cores, when they idle: they parse this one's pages
+        self.parse_helpers = len(link.parse_clients)
+        self.parse_lanes = (
+            LaneExecutor(link.parse_clients, link.parse_free, link.index)
+            if link.parse_clients
+            else None
+        )
         self._sh: _ShardState | None = None
         self._ctx: CrawlContext | None = None
         self._loop: LoopControl | None = None

@@ -27,7 +27,7 @@ import json
 import os
 import zlib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.context import BaseContext
 from pathlib import Path
@@ -411,6 +411,9 @@ class ShardLink:
         start: with a budget, the barrier every process passes once it has published its
             resumed 2xx count (so no process leases before the budget is whole).
         ip_slots: the shared ``--ip-concurrency``, or None.
+        parse_clients: client ends of the parse lanes to the sibling processes
+            (:class:`skitter.parse_lanes.ParseMesh`); none: pages are always parsed here.
+        parse_free: the mesh's shared "free to parse" flags (``ParseMesh.free``), or None.
     """
 
     out_dir: Path
@@ -420,6 +423,8 @@ class ShardLink:
     budget: PageBudget | None = None
     start: Any = None
     ip_slots: IpSlots | None = None
+    parse_clients: list[Connection] = field(default_factory=list)
+    parse_free: Any = None
 
     @property
     def warc_prefix(self) -> str:

@@ -187,4 +187,8 @@ async def test_processes_2_on_one_host_parse_pages_in_another_process(
     helpers = {pid: k for p in parts for pid, k in p["helpers"].items()}
     assert here + sum(helpers.values()) == n + 1  # every page parsed once
     assert sum(helpers.values()) >= 1  # the busy host's pages were parsed elsewhere too
-    assert not set(helpers) & {str(p["pid"]) for p in parts}  # by other processes
+    # by the sibling crawler process, not by a helper process (issue 16: a forked helper
+    # counted a crawler's resident set once more)
+    pids = {str(p["pid"]) for p in parts}
+    for p in parts:
+        assert set(p["helpers"]) <= pids - {str(p["pid"])}

@@ -77,6 +77,8 @@ def test_treewatch_merges_the_commands_figures(tmp_path: Path, code: int) -> Non
     for key in ("peak_rss_mb", "peak_pss_mb", "largest_process_rss_mb", "peak_processes"):
         assert key in res
     assert res["peak_rss_mb"] >= res["largest_process_rss_mb"]
+    parts = res["peak_rss_parts_mb"]
+    assert 1 <= len(parts) <= 2 and abs(sum(parts) - res["peak_rss_mb"]) <= 0.1 * len(parts)
     assert not (tmp_path / "result.json.inner").exists()
 
 
