@@ -218,16 +218,23 @@ def merged_decisions(out_dir: Path, links_path: Path) -> Counter[bytes] | None:
     it is now (its recorded length differs from the file's size). Never raises."""
     try:
         state = json.loads((out_dir / MERGE_FILE).read_text(encoding="utf-8"))
-        decisions = state["by_decision"]
-        if int(state["links"]) != links_path.stat().st_size or not isinstance(decisions, dict):
+        if int(state["links"]) != links_path.stat().st_size:
             return None
-        counts: Counter[bytes] = Counter()
-        for dec, n in decisions.items():
-            if not isinstance(n, int):
-                return None
-            counts[str(dec).encode("utf-8")] += n
+        return _decision_counts(state["by_decision"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def _decision_counts(decisions: Any) -> Counter[bytes] | None:
+    """A saved ``{decision: count}`` object as counts by the decision's bytes (as the links
+    file's last column holds it), or None unless it is a dict of ints."""
+    if not isinstance(decisions, dict):
+        return None
+    counts: Counter[bytes] = Counter()
+    for dec, n in decisions.items():
+        if not isinstance(n, int):
+            return None
+        counts[str(dec).encode("utf-8")] += n
     return counts
 
 
@@ -241,14 +248,10 @@ def _checkpoint_decisions(out: Path, path: Path) -> tuple[Counter[bytes], int] |
         size = path.stat().st_size
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if not isinstance(offset, int) or not 0 < offset <= size or not isinstance(decisions, dict):
+    if not isinstance(offset, int) or not 0 < offset <= size:
         return None
-    counts: Counter[bytes] = Counter()
-    for dec, n in decisions.items():
-        if not isinstance(n, int):
-            return None
-        counts[str(dec).encode("utf-8")] += n
-    return counts, offset
+    counts = _decision_counts(decisions)
+    return None if counts is None else (counts, offset)
 
 
 #: Bytes read per block by :func:`_scan_links`, and in its first block (smaller: see there).
