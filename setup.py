@@ -24,7 +24,7 @@ from setuptools import setup
 
 #: Compiled modules (paths under src/skitter), all in one mypyc group. Keep it on one line:
 #: the Makefile reads it (NATIVE_SRC).
-NATIVE = ["url_simple.py", "url_join.py", "urls.py", "links.py", "link_decisions.py", "rules.py", "traps.py", "export/warc_record.py", "offline/surt_key.py"]
+NATIVE = ["url_simple.py", "url_join.py", "urls.py", "links.py", "link_decisions.py", "rules.py", "traps.py", "export/warc_record.py", "offline/surt_key.py"]  # noqa: E501
 
 HERE = Path(__file__).resolve().parent
 PACKAGE = HERE / "src" / "skitter"
@@ -51,7 +51,9 @@ def _native_extensions() -> list[Any]:
     for ext in exts:
         ext.optional = True  # a failed compile leaves the pure-Python module in use
     digests = {
-        "skitter." + name[:-3].replace("/", "."): hashlib.sha256((PACKAGE / name).read_bytes()).hexdigest()
+        "skitter." + name[:-3].replace("/", "."): hashlib.sha256(
+            (PACKAGE / name).read_bytes()
+        ).hexdigest()
         for name in NATIVE
     }
     SOURCES_FILE.write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n")

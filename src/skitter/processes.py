@@ -6,7 +6,7 @@ journals in ``OUT/shards/K/``; URLs for other processes' hosts are handed to the
 through append-only files. The coordinator:
 
 * merges the processes' ``pages.jsonl`` and ``links.tsv`` into ``OUT/pages.jsonl`` and
-  ``OUT/links.tsv`` as the crawl goes (:class:`skitter.merge.Merger`: nothing twice, nothing
+  ``OUT/links.tsv`` as the crawl goes (:class:`skitter.shard_merge.Merger`: nothing twice, nothing
   lost, even after a crash);
 * decides when the crawl is over: every process idle (nothing pending, leased or in flight)
   and every byte handed off read by its owner, in two consecutive rounds of status reports;
@@ -45,11 +45,12 @@ from typing import Any, NamedTuple
 from skitter.autotune import share_memory
 from skitter.errors import OutputError, SkitterError, StateError
 from skitter.logs import set_process_index
-from skitter.merge import MERGE_FILE, Merger, merged_report, merged_stats
+from skitter.merge import merged_report, merged_stats
 from skitter.parse_lanes import ParseMesh, serve
 from skitter.runtime import freeze_for_fork, tune_gc
 from skitter.settings import CrawlSettings
 from skitter.shard_cleanup import seal_finished
+from skitter.shard_merge import MERGE_FILE, Merger
 from skitter.sharding import SHARDS_DIR, IpSlots, PageBudget, ShardLink, shard_dir
 from skitter.state import (
     FRONTIER_FILE,

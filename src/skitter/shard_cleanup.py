@@ -2,7 +2,7 @@
 
 While a sharded crawl runs, each process's journals (``OUT/shards/K/pages.jsonl`` and
 ``links.tsv``) are copied into ``OUT/pages.jsonl`` and ``OUT/links.tsv``
-(:class:`skitter.merge.Merger`), so the folder holds every record twice. Once the crawl is
+(:class:`skitter.shard_merge.Merger`), so the folder holds every record twice. Once the crawl is
 finished (its frontier ran dry: nothing to resume), :func:`seal_finished` does, in this order:
 
 1. sync the merged files and the folder (they are complete: the last merge step ran);
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from skitter.export.base import fsync_dir
-from skitter.merge import Merger
+from skitter.shard_merge import Merger
 from skitter.sharding import shard_dir
 from skitter.state import LINKS_FILE, PAGES_FILE, REPORT_FILE, atomic_write_json
 

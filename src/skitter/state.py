@@ -57,7 +57,7 @@ PAGES_FILE = "pages.jsonl"
 LINKS_FILE = "links.tsv"
 REPORT_FILE = "report.json"
 SITEMAPS_FILE = "sitemaps.json"
-MERGE_FILE = "merge.json"  # --processes: how far the shards are merged (skitter.merge.Merger)
+MERGE_FILE = "merge.json"  # --processes: how far the shards are merged (skitter.shard_merge.Merger)
 
 
 def atomic_write_json(path: Path, data: Any, *, compact: bool = False) -> None:

@@ -268,7 +268,7 @@ def test_the_merged_links_tsv_zst_is_cut_back_to_merge_json_on_resume(tmp_path: 
     and copied again, so each row is there once."""
     import json
 
-    from skitter.merge import Merger
+    from skitter.shard_merge import Merger
     from skitter.sharding import shard_dir
     from skitter.state import CHECKPOINT_FILE
 

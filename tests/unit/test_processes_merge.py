@@ -1,4 +1,4 @@
-"""The coordinator's merge of the shards' journals (:class:`skitter.merge.Merger`)."""
+"""The coordinator's merge of the shards' journals (:class:`skitter.shard_merge.Merger`)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 
 from skitter.errors import StateError
 from skitter.export.links import HEADER
-from skitter.merge import MERGE_FILE
-from skitter.merge import Merger as _Merger
 from skitter.report.data import merged_decisions
+from skitter.shard_merge import MERGE_FILE
+from skitter.shard_merge import Merger as _Merger
 from skitter.sharding import shard_dir
 from skitter.state import atomic_write_json
 

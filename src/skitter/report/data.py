@@ -213,7 +213,7 @@ def _known_decisions(out: Path, path: Path) -> tuple[Counter[bytes], int] | None
 
 def merged_decisions(out_dir: Path, links_path: Path) -> Counter[bytes] | None:
     """The decision counts (last column) of every row of a ``--processes`` crawl's merged
-    links file, as :class:`skitter.merge.Merger` recorded them in ``OUT/merge.json``; None
+    links file, as :class:`skitter.shard_merge.Merger` recorded them in ``OUT/merge.json``; None
     when there is no merge.json, it has no counts, or it does not describe ``links_path`` as
     it is now (its recorded length differs from the file's size). Never raises."""
     try:
