@@ -183,7 +183,6 @@ class Crawler:
         )
         self._parse = ParseStage(
             components.extract,
-            self.peers.parse_helpers,
             remote=_remote_extract(components),
             executor=self.peers.parse_lanes,
         )

@@ -88,10 +88,11 @@ class ParseStage:
 
     Args:
         extract: the parser run inline (see :data:`Extract`).
-        workers: the executor's parallel lanes (0: always inline).
         remote: the same parser, picklable, for the siblings (None: always inline).
-        executor: runs ``remote`` in the siblings (None: always inline); owned (shut down
-            by :meth:`close`).
+        executor: runs ``remote`` in the siblings, one page per lane at a time (None: always
+            inline); owned (shut down by :meth:`close`).
+
+    Attributes ``workers``: the lanes still usable (0 once the executor broke: inline).
 
     Attributes:
         host_bound: set by the crawl loop: True when its last lease attempt had room but no
@@ -101,13 +102,12 @@ class ParseStage:
     def __init__(
         self,
         extract: Extract,
-        workers: int = 0,
         remote: Extract | None = None,
         executor: LaneExecutor | None = None,
     ) -> None:
         self.extract = extract
         self.remote = remote
-        self.workers = max(0, workers) if remote is not None and executor is not None else 0
+        self.workers = executor.lanes if remote is not None and executor is not None else 0
         self._pool = executor
         self._host_bound = False
         self._pending = 0

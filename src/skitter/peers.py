@@ -74,10 +74,10 @@ class Peers:
         warc_dir: folder of this process's WARC files (None: the output folder).
         warc_prefix: their file name prefix.
         ip_slots: ``--ip-concurrency`` shared with the peers, or None.
-        parse_helpers: the peer processes that may parse this process's pages while its
-            host-bound loop keeps fetching (:class:`skitter.parse_stage.ParseStage`; 0 alone).
-        parse_lanes: the executor that sends them those pages
-            (:class:`skitter.parse_lanes.LaneExecutor`), or None.
+        parse_lanes: the executor that sends this process's pages to be parsed by the peer
+            processes while its host-bound loop keeps fetching
+            (:class:`skitter.parse_lanes.LaneExecutor`, used by
+            :class:`skitter.parse_stage.ParseStage`), or None (alone).
     """
 
     index: int = 0
@@ -85,7 +85,6 @@ class Peers:
     warc_dir: Path | None = None
     warc_prefix: str = "skitter"
     ip_slots: SharedSlots | None = None
-    parse_helpers: int = 0
     parse_lanes: LaneExecutor | None = None
 
     def open(self, ctx: CrawlContext, loop: LoopControl) -> None:

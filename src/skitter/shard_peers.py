@@ -95,7 +95,6 @@ class ShardPeers(Peers):
         self.warc_prefix = link.warc_prefix
         self.ip_slots = link.ip_slots
         # the other processes' cores, when they idle: they parse this one's pages
-        self.parse_helpers = len(link.parse_clients)
         self.parse_lanes = (
             LaneExecutor(link.parse_clients, link.parse_free, link.index)
             if link.parse_clients

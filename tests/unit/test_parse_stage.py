@@ -9,7 +9,7 @@ import multiprocessing
 import os
 import signal
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from multiprocessing.process import BaseProcess
 from typing import Any
 
@@ -29,6 +29,14 @@ def _sibling(mesh: ParseMesh) -> None:  # pragma: no cover - runs in the forked 
     _clients, servers = mesh.bind(1)
     for t in serve(servers):
         t.join()  # until the client's end closes
+
+
+def run_closing(stage: ParseStage, run: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """``run()`` on a fresh event loop, then ``stage`` closed whatever happened."""
+    try:
+        asyncio.run(run())
+    finally:
+        stage.close()
 
 
 def _refusing(body: bytes, url: str, ct: str | None, xr: Sequence[str]) -> Page:
@@ -73,7 +81,7 @@ def test_large_pages_are_parsed_here_small_ones_by_the_sibling_when_host_bound(
     three times (body, pickle, the other process's copy): large pages are parsed here. The
     small ones go to the sibling crawler process, not to a forked helper."""
     proc, lanes = sibling
-    stage = ParseStage(FN, workers=1, remote=FN, executor=lanes)
+    stage = ParseStage(FN, remote=FN, executor=lanes)
     large = b"<p>" + b'<a href="/x">x</a>\n' * (SEGMENT_MIN_BYTES // 19 + 10)
     assert len(large) > SEGMENT_MIN_BYTES
 
@@ -104,7 +112,7 @@ def test_an_error_in_the_sibling_is_raised_here(
     sibling: tuple[BaseProcess, LaneExecutor],
 ) -> None:
     _proc, lanes = sibling
-    stage = ParseStage(FN, workers=1, remote=_refusing, executor=lanes)
+    stage = ParseStage(FN, remote=_refusing, executor=lanes)
     stage.host_bound = True
 
     async def run() -> None:
@@ -121,10 +129,7 @@ def test_an_error_in_the_sibling_is_raised_here(
         page = await stage.parse(SMALL, "http://a.test/", "text/html", ())
         assert [link.url for link in page.links] == ["http://a.test/s"]
 
-    try:
-        asyncio.run(run())
-    finally:
-        stage.close()
+    run_closing(stage, run)
     assert sum(stage.report_sections()["parse"]["helpers"].values()) == 1
 
 
@@ -137,7 +142,7 @@ def test_a_killed_sibling_breaks_the_lane_and_pages_are_parsed_here(
     assert proc.pid is not None
     os.kill(proc.pid, signal.SIGKILL)
     proc.join()
-    stage = ParseStage(FN, workers=1, remote=FN, executor=lanes)
+    stage = ParseStage(FN, remote=FN, executor=lanes)
     stage.host_bound = True
 
     async def run() -> None:
@@ -145,10 +150,7 @@ def test_a_killed_sibling_breaks_the_lane_and_pages_are_parsed_here(
             page = await stage.parse(SMALL, "http://a.test/", "text/html", ())
             assert [link.url for link in page.links] == ["http://a.test/s"]
 
-    try:
-        asyncio.run(run())
-    finally:
-        stage.close()
+    run_closing(stage, run)
     sections = stage.report_sections()
     assert sections == {} or sections["parse"]["helpers"] == {}
     assert stage._here == 3
@@ -177,7 +179,7 @@ def test_a_busy_sibling_is_not_given_pages_and_host_bound_is_published(
     parse thread would take the GIL from its event loop (the many-hosts shape)."""
     proc, lanes = sibling
     free = FREE[0]
-    stage = ParseStage(FN, workers=1, remote=FN, executor=lanes)
+    stage = ParseStage(FN, remote=FN, executor=lanes)
     assert list(free) == [0, 1]
     stage.host_bound = True
     assert list(free) == [1, 1]  # this process published that it has room
