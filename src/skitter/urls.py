@@ -351,25 +351,19 @@ def is_http(url: str) -> bool:
     return parsed is not None and parsed.protocol in ("http:", "https:")
 
 
-_TLD_EXTRACTS: list[Any] = []  # the one extractor, made at the first registered_domain call
-
-
+@lru_cache(maxsize=1)
 def _tld_extract() -> Any:
     """tldextract's extractor over its bundled Public Suffix List snapshot only (no HTTP
     fetch, no cache directory). Imported and built on first use: a crawl whose scope is not
     "domain" never needs it (tldextract, its trie and its imports cost ~0.15 s)."""
-    if not _TLD_EXTRACTS:
-        import tldextract
+    import tldextract
 
-        _TLD_EXTRACTS.append(
-            tldextract.TLDExtract(
-                suffix_list_urls=(),
-                cache_dir=None,
-                fallback_to_snapshot=True,
-                include_psl_private_domains=True,
-            )
-        )
-    return _TLD_EXTRACTS[0]
+    return tldextract.TLDExtract(
+        suffix_list_urls=(),
+        cache_dir=None,
+        fallback_to_snapshot=True,
+        include_psl_private_domains=True,
+    )
 
 
 _IPV4_RE = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}\Z")
