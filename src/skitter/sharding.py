@@ -33,6 +33,8 @@ from multiprocessing.context import BaseContext
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from skitter.export.base import AppendFile, truncate_partial_line
 from skitter.frontier.routing import Meta, Outgoing
 from skitter.models import Hop, Request
@@ -110,14 +112,20 @@ def encode_request(req: Request, meta: Meta | None = None) -> bytes:
     ]  # fmt: skip
     if meta:
         fields.append(meta)
-    return json.dumps(fields, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+    try:  # orjson: the bytes of json.dumps(ensure_ascii=False, separators=(",", ":")) in UTF-8
+        return orjson.dumps(fields, option=orjson.OPT_APPEND_NEWLINE)
+    except orjson.JSONEncodeError:  # a lone surrogate, an integer past 64 bits: escaped
+        return json.dumps(fields, separators=(",", ":")).encode("ascii") + b"\n"
 
 
 def decode_line(line: bytes) -> tuple[Request, Meta | None] | None:
     """Inverse of :func:`encode_request`: (request, meta or None); None for a line that is
     not one (never raises)."""
     try:
-        fields = json.loads(line)
+        try:
+            fields = orjson.loads(line)
+        except orjson.JSONDecodeError:  # (orjson refuses what json reads: escaped surrogates)
+            fields = json.loads(line)
         url, depth, referer, origin_url, priority, check_only, hops = fields[:7]
         meta = fields[7] if len(fields) > 7 and isinstance(fields[7], dict) else None
         req = Request(

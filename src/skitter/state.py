@@ -22,6 +22,8 @@ from dataclasses import MISSING, asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from skitter import __version__
 from skitter.errors import ConfigError, StateError
 from skitter.settings import (
@@ -60,6 +62,15 @@ SITEMAPS_FILE = "sitemaps.json"
 MERGE_FILE = "merge.json"  # --processes: how far the shards are merged (skitter.shard_merge.Merger)
 
 
+def _compact(data: Any) -> str:
+    """``json.dumps(data, ensure_ascii=False, separators=(",", ":"))``, by orjson when it can
+    (a fifth of the CPU; keys that are not strings written as json writes them)."""
+    try:
+        return orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS).decode("utf-8")
+    except orjson.JSONEncodeError:  # a lone surrogate, an integer past 64 bits
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
 def atomic_write_json(path: Path, data: Any, *, compact: bool = False) -> None:
     """Write ``data`` as JSON to ``path`` atomically (temp file, fsync, ``os.replace``):
     indented for people to read, or on one line with ``compact`` (json's C encoder: ~10x
@@ -73,7 +84,7 @@ def atomic_write_json(path: Path, data: Any, *, compact: bool = False) -> None:
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
             if compact:
-                fh.write(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
+                fh.write(_compact(data))
             else:
                 json.dump(data, fh, ensure_ascii=False, indent=1)
             fh.write("\n")

@@ -156,8 +156,16 @@ def resolve_simple(base: str, href: str) -> str | None:
         full = base[:authority_end] + path
         cut = authority_end
     else:
-        full = base + path
         cut = base.find("/", base.find("//") + 2)
+        # leading "../" segments (most dot segments of the web) climb the base's directory
+        # as the path state does, one "/" each and never past the root; any dot segment
+        # left is removed below, over the whole path (same result: the directory has none)
+        stem = base
+        while path.startswith("../"):
+            path = path[3:]
+            if len(stem) - 1 > cut:
+                stem = stem[: stem.rfind("/", 0, len(stem) - 1) + 1]
+        full = stem + path
     if "/." in full:
         full = full[:cut] + _remove_dot_segments(full[cut:])
     end = m.end(1)

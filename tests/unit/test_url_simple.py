@@ -80,6 +80,10 @@ def test_plain_links_take_the_string_path() -> None:
     assert resolve_simple("http://h.test/", "/x/./y/..?q=1") == "http://h.test/x/?q=1"
     assert resolve_simple("http://h.test/a/", "..") == "http://h.test/"
     assert resolve_simple("http://h.test/a/", "../../..") == "http://h.test/"
+    # leading "../" climb the folder one segment each, never past the root
+    assert resolve_simple("http://h.test/a/b/c/", "../../x/../y.html") == "http://h.test/a/y.html"
+    assert resolve_simple("http://h.test:8080/a/", "../../../x?q#f") == "http://h.test:8080/x?q#f"
+    assert resolve_simple("http://h.test/a/b/", "../..x/./y") == "http://h.test/a/..x/y"
 
 
 def test_what_is_not_simple_is_left_to_the_parser() -> None:
