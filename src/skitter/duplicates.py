@@ -105,8 +105,10 @@ class DuplicateStage:
         """
         if not body:
             return PageVerdict(None)
-        digest = hashlib.sha1(body).hexdigest()
-        payload = hashlib.sha1(raw_body).digest()
+        body_sha1 = hashlib.sha1(body).digest()
+        digest = body_sha1.hex()
+        # a body sent without content-coding is its payload: one SHA-1 for both
+        payload = body_sha1 if raw_body is body else hashlib.sha1(raw_body).digest()
         fp: int | None = None
         if self._dedup.wants_simhash and is_html:
             text, _ = decode_html(body, content_type)

@@ -422,7 +422,13 @@ class Worker:
         revisit = verdict.revisit if verdict is not None else None
         if resp.status == 304 and self.ctx.recrawl is not None:
             revisit = self.ctx.recrawl.not_modified(req.url)
-        written = c.warc.write_exchange(req.url, resp, ip=resp.peer_ip, revisit=revisit)
+        written = c.warc.write_exchange(
+            req.url,
+            resp,
+            ip=resp.peer_ip,
+            revisit=revisit,
+            payload_sha1=verdict.payload_sha1 or None if verdict is not None else None,
+        )
         dups = self.ctx.dups
         if dups is not None and verdict is not None:
             if revisit is not None:

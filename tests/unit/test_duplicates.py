@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import random
 from dataclasses import replace
 
@@ -33,6 +34,17 @@ def test_exact_duplicate_with_equal_payload_gets_a_revisit() -> None:
     # the same body gzip-encoded on the wire: a duplicate, but its WARC payload differs
     v3 = st.examine("http://a/3", "a", PAGE, gzip.compress(PAGE), "text/html", True)
     assert v3.duplicate is not None and v3.revisit is None
+
+
+def test_payload_digest_is_the_body_digest_without_content_coding() -> None:
+    st = DuplicateStage(QualitySettings())
+    plain = st.examine("http://a/1", "a", PAGE, PAGE, "text/html", True)
+    assert plain.sha1 == hashlib.sha1(PAGE).hexdigest()
+    assert plain.payload_sha1 == hashlib.sha1(PAGE).digest()
+    wire = gzip.compress(PAGE)
+    coded = st.examine("http://a/2", "a", PAGE, wire, "text/html", True)
+    assert coded.sha1 == hashlib.sha1(PAGE).hexdigest()
+    assert coded.payload_sha1 == hashlib.sha1(wire).digest()
 
 
 def test_near_duplicates_keep_their_response_record() -> None:

@@ -326,6 +326,24 @@ def test_request_headers_block_is_stored_verbatim(writer: WarcWriter) -> None:
     assert recs[0][0] is None
 
 
+def test_a_given_payload_digest_is_written_as_is(writer: WarcWriter) -> None:
+    # the duplicate stage's SHA-1 of the payload is not computed again; it is written
+    body = html(1)
+    resp = _with_req(Response("http://example.test/p", 200, "OK", body=body, raw_body=body))
+    digest = hashlib.sha1(body).digest()
+    writer.write_exchange("http://example.test/p", resp, payload_sha1=digest)
+    writer.write_exchange("http://example.test/q", resp)  # (computed here)
+    writer.close()
+    assert warcio_check(writer.files[0]).returncode == 0
+    with open(writer.files[0], "rb") as f:
+        got = [
+            r.headers.get("WARC-Payload-Digest")
+            for r in FastIterator(f, parse_http=False)
+            if r.record_type == WarcRecordType.response
+        ]
+    assert got == ["sha1:" + _b32(digest)] * 2
+
+
 def test_truncated_flag(writer: WarcWriter) -> None:
     resp = Response("http://example.test/big", 200, "OK", (("Content-Length", "999999"),))
     resp = Response(resp.url, 200, "OK", resp.headers, raw_body=b"x" * 100)

@@ -250,6 +250,7 @@ class WarcWriter(Closing):
         fetched_at: float | None = None,
         truncated: str | None = None,
         revisit: WarcRevisit | None = None,
+        payload_sha1: bytes | None = None,
     ) -> WarcWritten:
         """Append a ``request`` and a ``response`` (or ``revisit``) record for one exchange.
 
@@ -277,6 +278,8 @@ class WarcWriter(Closing):
                 (and ``WARC-Refers-To`` when known); ``WARC-Payload-Digest`` is the SHA-1 of
                 ``raw_body`` (for identical-payload-digest, that of the earlier capture,
                 which the caller checked is equal) and is left out for a 304 without body.
+            payload_sha1: the SHA-1 digest (20 bytes) of ``raw_body`` when the caller has it
+                (the duplicate stage computed it): not computed again. None: computed here.
 
         Returns:
             Where the records went (:class:`WarcWritten`).
@@ -318,7 +321,7 @@ class WarcWriter(Closing):
         ]
         if truncated:
             resp_fields.append(("WARC-Truncated", truncated))
-        label = sha1_label(hashlib.sha1(payload).digest())
+        label = sha1_label(payload_sha1 or hashlib.sha1(payload).digest())
         # as written: a response always has one, a revisit of an empty payload (a 304) none
         digest = label if revisit is None or payload else None
         if revisit is not None:
