@@ -86,12 +86,37 @@ def _log_outcome(entry: RobotsEntry, cache_s: float) -> None:
     )  # fmt: skip
 
 
+#: :func:`origin_of` by URL prefix (see there); emptied when it reaches the limit.
+_ORIGINS: dict[str, str] = {}
+_ORIGINS_MAX = 4096
+
+
 def origin_of(url: str) -> str:
     """``scheme://host[:port]`` of an absolute URL, lower-cased, default port dropped.
+
+    Asked for every URL fetched (its robots.txt rules, its tally): an ``http(s)://`` URL's
+    answer is kept by its prefix up to the first ``/`` after the scheme, which holds the
+    whole authority (it ends at the first ``/``, ``?`` or ``#``), so the prefix has the
+    same origin.
 
     Raises:
         ValueError: ``url`` has no scheme or no host.
     """
+    if not url.startswith(("http://", "https://")):
+        return _origin_of(url)
+    p = url.find("/", 8)
+    key = url if p < 0 else url[:p]
+    got = _ORIGINS.get(key)
+    if got is None:
+        got = _origin_of(key)
+        if len(_ORIGINS) >= _ORIGINS_MAX:
+            _ORIGINS.clear()
+        _ORIGINS[key] = got
+    return got
+
+
+def _origin_of(url: str) -> str:
+    """:func:`origin_of` by :func:`urllib.parse.urlsplit`."""
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     netloc = parts.netloc.rpartition("@")[2].lower()

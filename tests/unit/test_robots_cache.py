@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from skitter.errors import ConnectError, FetchError, FetchTimeout
 from skitter.models import Response
-from skitter.robots_cache import RobotsCache, RobotsCheck, origin_of
+from skitter.robots_cache import RobotsCache, RobotsCheck, _origin_of, origin_of
 
 TTL = 3600.0
 RETRY = 60.0
@@ -85,6 +87,28 @@ def test_origin_of() -> None:
     assert origin_of("http://[::1]/x") == "http://[::1]"
     with pytest.raises(ValueError):
         origin_of("/relative")
+    with pytest.raises(ValueError):
+        origin_of("https:///x")  # (the cached path: no authority)
+
+
+_PIECES = ["http://", "https://", "HTTP://", "a.test", "B.test", ":80", ":443", ":8080", ":",
+           "u:p@", "@", "/", "?", "#", "x", "[::1]", "\\", "%2F", "\t"]  # fmt: skip
+
+
+@given(st.lists(st.sampled_from(_PIECES), min_size=1, max_size=7).map("".join))
+@settings(max_examples=800, deadline=None)
+def test_origin_of_by_prefix_is_that_of_the_whole_url(url: str) -> None:
+    # the answer kept for a URL's prefix is the one urlsplit gives for the whole URL
+    try:
+        want: str | type[ValueError] = _origin_of(url)
+    except ValueError:
+        want = ValueError
+    for _ in range(2):  # computed, then from the cache
+        try:
+            got: str | type[ValueError] = origin_of(url)
+        except ValueError:
+            got = ValueError
+        assert got == want, url
 
 
 async def test_2xx_parsed_and_fetch_gets_absolute_robots_url() -> None:
