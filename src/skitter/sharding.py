@@ -33,7 +33,7 @@ from multiprocessing.context import BaseContext
 from pathlib import Path
 from typing import Any
 
-import orjson
+import msgspec
 
 from skitter.export.base import AppendFile, truncate_partial_line
 from skitter.frontier.routing import Meta, Outgoing
@@ -102,6 +102,10 @@ def shard_dir(out_dir: str | os.PathLike[str], index: int) -> Path:
 # (:data:`Outgoing`) are the routing frontier's (:mod:`skitter.frontier.routing`).
 
 
+#: JSON encoder of hand-off lines.
+_ENCODER = msgspec.json.Encoder()
+
+
 def encode_request(req: Request, meta: Meta | None = None) -> bytes:
     """One hand-off line: ``[url, depth, referer, origin_url, priority, check_only, hops]``
     (and ``meta`` as an 8th element when given) as compact JSON (``hops`` =
@@ -112,9 +116,9 @@ def encode_request(req: Request, meta: Meta | None = None) -> bytes:
     ]  # fmt: skip
     if meta:
         fields.append(meta)
-    try:  # orjson: the bytes of json.dumps(ensure_ascii=False, separators=(",", ":")) in UTF-8
-        return orjson.dumps(fields, option=orjson.OPT_APPEND_NEWLINE)
-    except orjson.JSONEncodeError:  # a lone surrogate, an integer past 64 bits: escaped
+    try:  # msgspec: json.dumps(ensure_ascii=False, separators=(",", ":")) in UTF-8
+        return _ENCODER.encode(fields) + b"\n"
+    except (UnicodeEncodeError, TypeError):  # a lone surrogate: escaped by json
         return json.dumps(fields, separators=(",", ":")).encode("ascii") + b"\n"
 
 
@@ -123,8 +127,8 @@ def decode_line(line: bytes) -> tuple[Request, Meta | None] | None:
     not one (never raises)."""
     try:
         try:
-            fields = orjson.loads(line)
-        except orjson.JSONDecodeError:  # (orjson refuses what json reads: escaped surrogates)
+            fields = msgspec.json.decode(line)
+        except msgspec.DecodeError:  # (msgspec refuses what json reads: escaped surrogates)
             fields = json.loads(line)
         url, depth, referer, origin_url, priority, check_only, hops = fields[:7]
         meta = fields[7] if len(fields) > 7 and isinstance(fields[7], dict) else None
