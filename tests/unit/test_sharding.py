@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import zlib
@@ -244,6 +245,25 @@ def test_hand_off_line_carries_the_redirect_meta() -> None:
     meta = {"content_type": "text/html", "bytes": 10, "sha1": "ab", "attempts": 1}
     assert decode_line(encode_request(req, meta)) == (req, meta)
     assert decode_line(encode_request(req)) == (req, None)
+    # compact UTF-8 JSON, as json writes it; a lone surrogate escaped, and read back
+    odd = Request(url="http://b.test/é", referer="http://a.test/\udc80")
+    line = encode_request(odd)
+    assert (
+        line
+        == json.dumps([odd.url, 0, odd.referer, None, 0, False, []], separators=(",", ":")).encode()
+        + b"\n"
+    )
+    assert decode_line(line) == (odd, None)
+    plain = Request(url="http://b.test/é", referer="http://a.test/")
+    assert (
+        encode_request(plain)
+        == json.dumps(
+            [plain.url, 0, plain.referer, None, 0, False, []],
+            ensure_ascii=False,
+            separators=(",", ":"),
+        ).encode()
+        + b"\n"
+    )
     assert decode_line(b'["http://b.test/", 0, null, null, 0, false, [], "junk"]\n') == (
         Request(url="http://b.test/"),
         None,

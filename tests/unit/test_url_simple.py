@@ -76,7 +76,10 @@ def test_plain_links_take_the_string_path() -> None:
     # the common shapes must be recognised, or the fast path never runs
     assert is_serialized("http://h0001.test:8080/shop/p00003.html?ref=a&b=1#s2")
     assert is_serialized("https://www.example.com/")
-    assert resolve_simple("http://h.test/a/b/", "../news/p.html#s9") == "http://h.test/a/news/p.html#s9"
+    assert (
+        resolve_simple("http://h.test/a/b/", "../news/p.html#s9")
+        == "http://h.test/a/news/p.html#s9"
+    )
     assert resolve_simple("http://h.test/", "/x/./y/..?q=1") == "http://h.test/x/?q=1"
     assert resolve_simple("http://h.test/a/", "..") == "http://h.test/"
     assert resolve_simple("http://h.test/a/", "../../..") == "http://h.test/"
