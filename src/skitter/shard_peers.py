@@ -47,8 +47,9 @@ __all__ = ["ShardPeers", "redirect_meta"]
 log = logging.getLogger("skitter")
 
 #: Seconds between the status messages of an idle crawler process (0.25 s while busy): the
-#: coordinator ends the crawl on every process's second idle status in a row.
-IDLE_STATUS_EVERY_S = 0.05
+#: coordinator ends the crawl on every process's second idle status in a row (a few pipe
+#: messages a second: the wait between the last page and the end is about this long).
+IDLE_STATUS_EVERY_S = 0.02
 
 
 def redirect_meta(resp: Response, attempts: int) -> Meta:

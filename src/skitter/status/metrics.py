@@ -23,7 +23,7 @@ import threading
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Info
 from prometheus_client.exposition import generate_latest
@@ -31,7 +31,9 @@ from prometheus_client.metrics_core import HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from skitter import __version__
-from skitter.report.rows import PageRow, iter_page_rows
+
+if TYPE_CHECKING:
+    from skitter.report.rows import PageRow
 
 __all__ = ["DURATION_BUCKETS_S", "CrawlMetrics", "RecordCounts", "status_class"]
 
@@ -304,6 +306,8 @@ class _WithoutCreated(Collector):
 def _rows(path: Path) -> Iterable[PageRow]:
     """The rows of pages.jsonl (:func:`skitter.report.rows.iter_page_rows`); nothing if the
     file is missing."""
+    from skitter.report.rows import iter_page_rows
+
     if path.is_file():
         yield from iter_page_rows(path)
 
