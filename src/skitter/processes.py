@@ -142,6 +142,18 @@ async def _worker_crawl(settings: CrawlSettings, link: ShardLink) -> dict[str, A
         return {"stop_reason": crawler.stop_reason, "finished": crawler.finished}
 
 
+def _preload_crawler() -> None:
+    """Import the crawler processes' modules here, before the fork: their code and objects are
+    then shared by every process (copy-on-write) rather than built by each one. Measured on the
+    many-hosts benchmark (200 hosts x 50 pages, 2 processes): the tree's PSS 118 MiB against
+    128 MiB when each crawler imports them, and each module is loaded once (the coordinator's
+    own RSS is ~11 MiB larger, so the tree's summed RSS is ~3.5 MiB larger)."""
+    import skitter.crawler
+    import skitter.events
+    import skitter.shard_peers
+    import skitter.status.host_journal  # noqa: F401
+
+
 def _worker_main(
     settings: CrawlSettings,
     index: int,
@@ -348,6 +360,7 @@ def _coordinate(
                     w.conn.send("stop" if signals == 1 else "abort")
 
     workers: list[_Worker] = []
+    _preload_crawler()
     mesh = ParseMesh.make(ctx, count)  # the crawlers parse each other's pages: no helpers
     freeze_for_fork()  # the imports stay shared with the crawler processes
     try:

@@ -228,7 +228,6 @@ def _crawl_processes(
     from skitter.cli.progress import stats_line
     from skitter.processes import run_processes
     from skitter.status.journal import JournalSource
-    from skitter.status.terminal import RateMeter, render
 
     if TYPE_CHECKING:
         from skitter.status.server import ServerThread
@@ -246,13 +245,13 @@ def _crawl_processes(
         if not settings.quiet:
             print(f"status: {thread.server.url}", file=sys.stderr)
     live: Any = None
-    meter = RateMeter(window_s=30.0)
+    meter: Any = None
     url_written = False
     interval = 0.0 if settings.quiet or sys.stderr.isatty() else stats_interval_s
     last_stats = time.monotonic()
 
     def on_status(t: dict[str, int]) -> None:
-        nonlocal live, url_written, last_stats
+        nonlocal live, meter, url_written, last_stats
         source.update(t)
         if thread is not None and not url_written:  # the output folder is ready now
             url_written = True
@@ -271,8 +270,13 @@ def _crawl_processes(
             from rich.console import Console
             from rich.live import Live
 
+            from skitter.status.terminal import RateMeter  # rich: on a terminal only
+
+            meter = RateMeter(window_s=30.0)
             live = Live("", console=Console(stderr=True), auto_refresh=False, transient=True)
             live.start()
+        from skitter.status.terminal import render
+
         tot = source.totals_now()
         hosts = [] if tot.target else source.hosts()
         live.update(render(tot, meter.add(tot.fetched), hosts), refresh=True)
