@@ -344,7 +344,8 @@ def run(args: argparse.Namespace) -> int:
                     )
             done = finished_report(args.out)
             if done is not None:
-                # nothing left to crawl: say so and touch no file
+                # nothing left to crawl: say so and touch no file of the crawl
+                _write_missing_end_files(args.out)
                 records = int(done.get("totals", {}).get("records", 0))
                 print(
                     f"the crawl in {args.out} is finished ({plural(records, 'page')}); "
@@ -384,6 +385,16 @@ def run(args: argparse.Namespace) -> int:
         # Redis lost past --redis-wait: the crawl is kept there
         lost = f"; the crawl stopped; resume with: {resume} (or join it with skitter worker)"
         return failure_exit(exc, go_on=resume, out=out, lost=lost)
+
+
+def _write_missing_end_files(out: str) -> None:
+    """Write metrics.prom and report.html of a finished crawl when one is missing: killed after
+    it finished, before its end files (they are made from its files alone)."""
+    path = Path(out)
+    if all((path / name).exists() for name in ("metrics.prom", "report.html")):
+        return
+    if not _is_levels_crawl(out):  # (a --levels crawl writes none)
+        write_end_files(out, (0, 0, 0, 0))
 
 
 def _is_levels_crawl(out: str) -> bool:
