@@ -265,6 +265,8 @@ class _Worker:
     result: dict[str, Any] | None = None
     error: tuple[str, int] | None = None
     exited: bool = False
+    #: its end of the pipe was closed (the process is ending): wait on its sentinel alone
+    hung_up: bool = False
 
 
 def _quiescent(workers: list[_Worker]) -> tuple[tuple[int, ...], tuple[Any, ...]] | None:
@@ -386,7 +388,7 @@ def _coordinate(
     try:
         while not all(w.exited for w in workers):
             ready = wait(
-                [w.conn for w in workers if not w.exited]
+                [w.conn for w in workers if not w.exited and not w.hung_up]
                 + [w.process.sentinel for w in workers if not w.exited],
                 timeout=0.1,
             )
@@ -489,7 +491,7 @@ def _drain(w: _Worker) -> None:
             elif kind == "error":
                 w.error = (msg[1], int(msg[2]))
     except (EOFError, OSError):
-        pass
+        w.hung_up = True  # (else the closed pipe would wake every wait at once: a busy loop)
 
 
 def _sum_counters(workers: list[_Worker], elapsed_s: float) -> dict[str, int]:
