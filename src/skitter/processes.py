@@ -44,12 +44,13 @@ from typing import Any, NamedTuple
 
 from skitter.autotune import share_memory
 from skitter.errors import OutputError, SkitterError, StateError
+from skitter.export.linkfile import links_name
 from skitter.logs import set_process_index
 from skitter.merge import merged_report, merged_stats
 from skitter.parse_lanes import ParseMesh, serve
 from skitter.runtime import freeze_for_fork, tune_gc
 from skitter.settings import CrawlSettings
-from skitter.shard_cleanup import seal_finished
+from skitter.shard_cleanup import SHARD_JOURNALS, seal_finished
 from skitter.shard_merge import MERGE_FILE, Merger
 from skitter.sharding import SHARDS_DIR, IpSlots, PageBudget, ShardLink, shard_dir
 from skitter.state import (
@@ -68,6 +69,8 @@ log = logging.getLogger("skitter")
 
 MERGE_EVERY_S = 0.5
 REPORT_EVERY_S = 30.0
+#: Seconds between two write-backs of the crawler processes' big files (:func:`_write_back`).
+WRITE_BACK_EVERY_S = 1.0
 
 
 def default_processes() -> int:
@@ -283,6 +286,24 @@ def _quiescent(workers: list[_Worker]) -> tuple[tuple[int, ...], tuple[Any, ...]
     return tuple(s.seq for s in sts), tuple((tuple(s.sent), tuple(s.read)) for s in sts)
 
 
+def _write_back(out_dir: Path, count: int) -> None:
+    """Have the disk write what the crawler processes appended to their shard journals and WARC
+    files (``fdatasync`` on a read-only descriptor: the file's dirty pages, whoever wrote
+    them), so that the syncs of their end (closing the files) find little left: a crawl of a
+    few seconds otherwise writes everything at its end. Durability does not depend on it.
+    Errors are ignored (a file being rotated or removed)."""
+    names = (*SHARD_JOURNALS, links_name("zstd"))
+    paths = [p for k in range(count) for p in (shard_dir(out_dir, k) / n for n in names)]
+    paths += out_dir.glob("skitter-p*.warc.gz")
+    for path in paths:
+        with contextlib.suppress(OSError):
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fdatasync(fd)
+            finally:
+                os.close(fd)
+
+
 def _lock_out_dir(out_dir: Path) -> int:
     """Hold an exclusive lock on the folder for the coordinator's life (before any repair)."""
     fd = os.open(out_dir / STATE_FILE, os.O_RDONLY)  # written once, never replaced
@@ -381,7 +402,7 @@ def _coordinate(
     tune_gc()  # the coordinator too: merging and the end's report make many short-lived objects
     old_handlers = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     started = time.monotonic()
-    last_merge = last_report = last_progress = 0.0
+    last_merge = last_report = last_progress = last_write_back = 0.0
     candidate: tuple[tuple[int, ...], tuple[Any, ...]] | None = None
     finish_sent = False
     failure: tuple[str, int] | None = None
@@ -431,6 +452,9 @@ def _coordinate(
             if now - last_merge >= MERGE_EVERY_S:
                 last_merge = now
                 merger.step()
+            if now - last_write_back >= WRITE_BACK_EVERY_S and not finish_sent:
+                last_write_back = now
+                _write_back(out_dir, count)
             if on_status is not None and now - last_progress >= 0.5:
                 last_progress = now
                 on_status(_sum_counters(workers, now - started))
