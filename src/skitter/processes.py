@@ -10,6 +10,8 @@ through append-only files. The coordinator:
   lost, even after a crash);
 * decides when the crawl is over: every process idle (nothing pending, leased or in flight)
   and every byte handed off read by its owner, in two consecutive rounds of status reports;
+* writes back (``fdatasync``) what the processes append to their journals and WARC files
+  as the crawl goes, so that closing them at the end has little left to sync;
 * turns Ctrl-C/SIGTERM into a clean stop of every process (a second one aborts the requests
   in flight), stops the others if one dies, and writes ``OUT/report.json`` (the shards'
   counters, robots and trap sections merged).
