@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 # tests run two at a time (pytest-xdist): on this 2-core machine the suite takes ~6.5 min, not ~9.5
 TEST_WORKERS ?= 2
 
-.PHONY: install sysdeps shared demo test test-fast lint bench bench-site bench-redis clean
+.PHONY: install bytecode sysdeps shared demo test test-fast lint bench bench-site bench-redis clean
 
 # mypyc compiles setup.py's NATIVE modules at install; editing one reinstalls (until then they
 # run as .py)
@@ -22,7 +22,14 @@ $(STAMP): pyproject.toml setup.py $(NATIVE_SRC) | sysdeps
 	$(BIN)/pip install -q --no-deps 'pywb==2.10.0'
 	touch $(STAMP)
 
-install: $(STAMP)
+# Byte-code of src/skitter, written even with PYTHONDONTWRITEBYTECODE=1 (set on this machine and
+# in CI), so that a crawl does not compile every module from source at each start (~0.1 s per
+# process); imports check each .pyc against its .py (mtime and size), so an edited file is
+# never run stale, only compiled again until the next install.
+install: $(STAMP) bytecode
+
+bytecode: $(STAMP)
+	$(BIN)/python -m compileall -q -j0 src/skitter
 
 # Debian packages the tests need (redis-server, chromium, nginx, wget), installed when missing
 sysdeps:
@@ -37,10 +44,10 @@ SHARED := ../shared/data/urltestdata.json
 shared:
 	@test -f $(SHARED) || { echo "make: $(SHARED) not found: the tests need ../shared beside the repository (WHATWG URL test data)" >&2; exit 1; }
 
-test: $(STAMP) sysdeps shared
+test: $(STAMP) bytecode sysdeps shared
 	$(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS)
 
-test-fast: $(STAMP) sysdeps shared
+test-fast: $(STAMP) bytecode sysdeps shared
 	$(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) -m "not slow"
 
 lint: $(STAMP)
@@ -49,17 +56,17 @@ lint: $(STAMP)
 
 # Skitter vs Scrapy, Crawlee, spider-rs on ../shared/bench's synthetic web, then vs wget on one
 # big site (bench-site; BENCH_SITE=0 skips it). BENCH_POLITE=1: the polite run alone. bench/README.md
-bench: $(STAMP)
+bench: $(STAMP) bytecode
 	rc=0; bash bench/run_bench.sh || rc=$$?; \
 	if [ "$${BENCH_SITE:-1}" = 1 ] && [ "$${BENCH_POLITE:-0}" != 1 ]; then \
 	  bash bench/run_site.sh || rc=1; fi; exit $$rc
 
 # Skitter with 1, 2, 4 workers on one Redis vs --processes 2 and Scrapy (bench/README.md)
-bench-redis: $(STAMP)
+bench-redis: $(STAMP) bytecode
 	bash bench/run_redis_bench.sh
 
 # Skitter vs wget on one big site, Debian's rust-doc served by nginx (bench/README.md)
-bench-site: $(STAMP)
+bench-site: $(STAMP) bytecode
 	bash bench/run_site.sh
 
 clean:

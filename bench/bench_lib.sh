@@ -70,6 +70,8 @@ snapshot_src() {  # sets SKITTER_SRC: a frozen copy of src/skitter in $rdir (BEN
       | tar -C "$rdir/skitter-src" -xf -
     SKITTER_SRC=$(cd "$rdir/skitter-src" && pwd)
   fi
+  # byte-code of the snapshot (PYTHONDONTWRITEBYTECODE=1 would have every start compile it)
+  "$SKITTER_PY" -m compileall -q -j0 "$SKITTER_SRC/skitter" || die "cannot compile $SKITTER_SRC"
   got=$(env PYTHONPATH="$SKITTER_SRC" "$SKITTER_PY" -c 'import skitter; print(skitter.__file__)')
   [ "$got" = "$SKITTER_SRC/skitter/__init__.py" ] || die "skitter imports from $got, not $SKITTER_SRC"
   # mypyc's build of the hot path in use (True), or its .py files (SKITTER_PURE=1, no compiler)

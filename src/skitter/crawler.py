@@ -145,6 +145,8 @@ class Crawler:
         self._last_checkpoint = 0.0
         self._last_report = 0.0
         self._finished = False
+        #: run() ended and saved the checkpoint and report.json: nothing changed since
+        self._saved_at_end = False
         #: an error that stops the crawl (output not writable, a hook with errors="stop")
         self._fatal: BaseException | None = None
 
@@ -223,8 +225,9 @@ class Crawler:
             return
         try:
             if exc is None:
-                await self._checkpoint()
-                self._write_report()
+                if not self._saved_at_end:
+                    await self._checkpoint()
+                    self._write_report()
             else:
                 # the crawl failed: save what can be saved, but let ``exc`` be the error
                 with contextlib.suppress(OSError, SkitterError):
@@ -316,6 +319,7 @@ class Crawler:
         peers = self.peers
         inflight = self._inflight
         parse = worker.parse
+        self._saved_at_end = False
         self._started = time.monotonic()
         self._last_checkpoint = self._last_report = self._started
         await worker.add_seeds([*self.settings.seeds, *seeds])
@@ -385,6 +389,7 @@ class Crawler:
             if self._fatal is None:
                 await self._checkpoint()
                 self._write_report()
+                self._saved_at_end = True  # (not again on leaving the ``async with``)
             else:
                 # best effort: the disk may still be full; the last checkpoint stays valid
                 with contextlib.suppress(OSError, SkitterError):

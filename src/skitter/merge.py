@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from skitter import __version__
-from skitter.checklinks.verdicts import record_verdict
 from skitter.duplicates import merge_blocks
 from skitter.errors import ConfigError, StateError
 from skitter.export.base import fsync_dir
@@ -251,6 +250,9 @@ def _parse_record(line: bytes) -> tuple[str, str, tuple[int, str], _Counted] | N
     """``(url, final_url, (fence, fetched_at), count_record arguments)`` of a pages.jsonl
     line (fence -1 when the record has none), or None when the line is not a well-formed
     record (damaged: it is left out of the merge)."""
+    # (here: a crawl's coordinator imports this module, not the link checker's policy)
+    from skitter.checklinks.verdicts import record_verdict
+
     try:
         rec = json.loads(line)
         url, final = rec["url"], rec.get("final_url") or rec["url"]

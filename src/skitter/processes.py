@@ -10,6 +10,8 @@ through append-only files. The coordinator:
   lost, even after a crash);
 * decides when the crawl is over: every process idle (nothing pending, leased or in flight)
   and every byte handed off read by its owner, in two consecutive rounds of status reports;
+* writes back (``fdatasync``) what the processes append to their journals and WARC files
+  as the crawl goes, so that closing them at the end has little left to sync;
 * turns Ctrl-C/SIGTERM into a clean stop of every process (a second one aborts the requests
   in flight), stops the others if one dies, and writes ``OUT/report.json`` (the shards'
   counters, robots and trap sections merged).
@@ -44,12 +46,13 @@ from typing import Any, NamedTuple
 
 from skitter.autotune import share_memory
 from skitter.errors import OutputError, SkitterError, StateError
+from skitter.export.linkfile import links_name
 from skitter.logs import set_process_index
 from skitter.merge import merged_report, merged_stats
 from skitter.parse_lanes import ParseMesh, serve
 from skitter.runtime import freeze_for_fork, tune_gc
 from skitter.settings import CrawlSettings
-from skitter.shard_cleanup import seal_finished
+from skitter.shard_cleanup import SHARD_JOURNALS, seal_finished
 from skitter.shard_merge import MERGE_FILE, Merger
 from skitter.sharding import SHARDS_DIR, IpSlots, PageBudget, ShardLink, shard_dir
 from skitter.state import (
@@ -68,6 +71,8 @@ log = logging.getLogger("skitter")
 
 MERGE_EVERY_S = 0.5
 REPORT_EVERY_S = 30.0
+#: Seconds between two write-backs of the crawler processes' big files (:func:`_write_back`).
+WRITE_BACK_EVERY_S = 1.0
 
 
 def default_processes() -> int:
@@ -140,6 +145,18 @@ async def _worker_crawl(settings: CrawlSettings, link: ShardLink) -> dict[str, A
     async with Crawler(settings, peers=ShardPeers(link), hooks=hooks) as crawler:
         await crawler.run()
         return {"stop_reason": crawler.stop_reason, "finished": crawler.finished}
+
+
+def _preload_crawler() -> None:
+    """Import the crawler processes' modules here, before the fork: their code and objects are
+    then shared by every process (copy-on-write) rather than built by each one. Measured on the
+    many-hosts benchmark (200 hosts x 50 pages, 2 processes): the tree's PSS 118 MiB against
+    128 MiB when each crawler imports them, and each module is loaded once (the coordinator's
+    own RSS is ~11 MiB larger, so the tree's summed RSS is ~3.5 MiB larger)."""
+    import skitter.crawler
+    import skitter.events
+    import skitter.shard_peers
+    import skitter.status.host_journal  # noqa: F401
 
 
 def _worker_main(
@@ -253,6 +270,8 @@ class _Worker:
     result: dict[str, Any] | None = None
     error: tuple[str, int] | None = None
     exited: bool = False
+    #: its end of the pipe was closed (the process is ending): wait on its sentinel alone
+    hung_up: bool = False
 
 
 def _quiescent(workers: list[_Worker]) -> tuple[tuple[int, ...], tuple[Any, ...]] | None:
@@ -267,6 +286,24 @@ def _quiescent(workers: list[_Worker]) -> tuple[tuple[int, ...], tuple[Any, ...]
             if j != k and sts[k].sent[j] != sts[j].read[k]:
                 return None
     return tuple(s.seq for s in sts), tuple((tuple(s.sent), tuple(s.read)) for s in sts)
+
+
+def _write_back(out_dir: Path, count: int) -> None:
+    """Have the disk write what the crawler processes appended to their shard journals and WARC
+    files (``fdatasync`` on a read-only descriptor: the file's dirty pages, whoever wrote
+    them), so that the syncs of their end (closing the files) find little left: a crawl of a
+    few seconds otherwise writes everything at its end. Durability does not depend on it.
+    Errors are ignored (a file being rotated or removed)."""
+    names = (*SHARD_JOURNALS, links_name("zstd"))
+    paths = [p for k in range(count) for p in (shard_dir(out_dir, k) / n for n in names)]
+    paths += out_dir.glob("skitter-p*.warc.gz")
+    for path in paths:
+        with contextlib.suppress(OSError):
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fdatasync(fd)
+            finally:
+                os.close(fd)
 
 
 def _lock_out_dir(out_dir: Path) -> int:
@@ -348,6 +385,7 @@ def _coordinate(
                     w.conn.send("stop" if signals == 1 else "abort")
 
     workers: list[_Worker] = []
+    _preload_crawler()
     mesh = ParseMesh.make(ctx, count)  # the crawlers parse each other's pages: no helpers
     freeze_for_fork()  # the imports stay shared with the crawler processes
     try:
@@ -366,14 +404,14 @@ def _coordinate(
     tune_gc()  # the coordinator too: merging and the end's report make many short-lived objects
     old_handlers = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     started = time.monotonic()
-    last_merge = last_report = last_progress = 0.0
+    last_merge = last_report = last_progress = last_write_back = 0.0
     candidate: tuple[tuple[int, ...], tuple[Any, ...]] | None = None
     finish_sent = False
     failure: tuple[str, int] | None = None
     try:
         while not all(w.exited for w in workers):
             ready = wait(
-                [w.conn for w in workers if not w.exited]
+                [w.conn for w in workers if not w.exited and not w.hung_up]
                 + [w.process.sentinel for w in workers if not w.exited],
                 timeout=0.1,
             )
@@ -416,6 +454,9 @@ def _coordinate(
             if now - last_merge >= MERGE_EVERY_S:
                 last_merge = now
                 merger.step()
+            if now - last_write_back >= WRITE_BACK_EVERY_S and not finish_sent:
+                last_write_back = now
+                _write_back(out_dir, count)
             if on_status is not None and now - last_progress >= 0.5:
                 last_progress = now
                 on_status(_sum_counters(workers, now - started))
@@ -476,7 +517,7 @@ def _drain(w: _Worker) -> None:
             elif kind == "error":
                 w.error = (msg[1], int(msg[2]))
     except (EOFError, OSError):
-        pass
+        w.hung_up = True  # (else the closed pipe would wake every wait at once: a busy loop)
 
 
 def _sum_counters(workers: list[_Worker], elapsed_s: float) -> dict[str, int]:

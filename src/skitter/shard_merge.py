@@ -28,6 +28,9 @@ __all__ = ["COPY_CHUNK_BYTES", "LINKS_HEADER_BYTES", "MERGE_FILE", "Merger"]
 
 #: Bytes copied per read.
 COPY_CHUNK_BYTES = 1024 * 1024
+#: Bytes copied into a merged file after which a step syncs it: the disk writes the copy as
+#: the crawl goes, so the sync at the end of the crawl (:meth:`Merger.close`) has little left.
+SYNC_EVERY_BYTES = 8 * 1024 * 1024
 #: The header line of a plain links.tsv.
 LINKS_HEADER_BYTES = LINKS_HEADER.encode("ascii") + b"\n"
 
@@ -65,6 +68,7 @@ class Merger:
         }
         self._sum_decisions()
         self.files: dict[str, AppendFile] = {}
+        self._unsynced = {"pages": 0, "links": 0}
         for name, key in ((PAGES_FILE, "pages"), (self.links_name, "links")):
             fpath = out_dir / name
             size = fpath.stat().st_size if fpath.exists() else 0
@@ -110,12 +114,17 @@ class Merger:
                 n = self._copy(sdir / name, have, upto, self.files[key])
                 pos[key] = have + n
                 self.state[key] += n
+                self._unsynced[key] += n
                 copied += n
                 if key == "links":
                     _note_decisions(pos, cp, upto)
         if copied:
             self._sum_decisions()
             self._save()
+        for key, n in self._unsynced.items():
+            if n >= SYNC_EVERY_BYTES:
+                self.files[key].sync()
+                self._unsynced[key] = 0
         return copied
 
     def _sum_decisions(self) -> None:

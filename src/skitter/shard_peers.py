@@ -47,8 +47,9 @@ __all__ = ["ShardPeers", "redirect_meta"]
 log = logging.getLogger("skitter")
 
 #: Seconds between the status messages of an idle crawler process (0.25 s while busy): the
-#: coordinator ends the crawl on every process's second idle status in a row.
-IDLE_STATUS_EVERY_S = 0.05
+#: coordinator ends the crawl on every process's second idle status in a row (a few pipe
+#: messages a second: the wait between the last page and the end is about this long).
+IDLE_STATUS_EVERY_S = 0.02
 
 
 def redirect_meta(resp: Response, attempts: int) -> Meta:
@@ -74,6 +75,8 @@ class _ShardState:
     idle: bool = False
     #: bumped whenever received requests have been added (idle is re-derived after it)
     gen: int = 0
+    #: set when the crawl loop finds the process idle: its status goes out at once
+    went_idle: asyncio.Event = field(default_factory=asyncio.Event)
     receiving: int = 0
     finish: bool = False
     status_seq: int = 0
@@ -196,6 +199,8 @@ class ShardPeers(Peers):
         sh = self.state
         # idle until the coordinator says every process is (sharding)
         if mark == sh.gen and not sh.receiving and not inflight:
+            if not sh.idle:
+                sh.went_idle.set()
             sh.idle = True
         return sh.finish and sh.idle
 
@@ -264,7 +269,10 @@ class ShardPeers(Peers):
                 last_status, last_idle = now, idle
                 queued = (await self.ctx.components.frontier.counts()).pending
                 self._send_status(idle, queued)
-            await asyncio.sleep(0.02 if idle else 0.05)
+            if not sh.went_idle.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(sh.went_idle.wait(), 0.02 if idle else 0.05)
+            sh.went_idle.clear()
 
     def _send_status(self, idle: bool, queued: int = 0) -> None:
         """One status message to the coordinator: ``("status", seq, idle, sent bytes per

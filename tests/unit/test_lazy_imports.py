@@ -81,3 +81,51 @@ def test_top_level_help_still_lists_every_command() -> None:
     text = build_parser().format_help()
     for name in COMMANDS:
         assert name in text
+
+
+def test_crawl_command_module_does_not_import_the_crawler() -> None:
+    """Importing the crawl command (or the coordinator of --processes) does not import the
+    crawler and its HTTP client: they are imported where used (a one-process crawl, the
+    coordinator just before it forks)."""
+    script = (
+        "import json, sys\nimport skitter.cli.crawl, skitter.processes, skitter.merge\n"
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    modules = set(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert "skitter.processes" in modules
+    assert not {"skitter.crawler", "aiohttp", "skitter.checklinks", "rich"} & modules
+
+
+FORK_SCRIPT = """
+import json, os, sys
+import multiprocessing.process as mp
+start = mp.BaseProcess.start
+def dump(self):
+    if not os.environ.get("DUMPED"):
+        os.environ["DUMPED"] = "1"
+        with open(sys.argv[1], "w") as f:
+            json.dump(sorted(sys.modules), f)
+    return start(self)
+mp.BaseProcess.start = dump
+from skitter.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def test_coordinator_imports_the_crawler_before_it_forks(tmp_path: Path) -> None:
+    """The crawler's modules are imported by the coordinator before the first fork, so the
+    crawler processes share them (copy-on-write) instead of each building its own."""
+    at_fork = tmp_path / "modules.json"
+    argv = ["crawl", "http://127.0.0.1:9/", "--out", str(tmp_path / "out"), "--quiet",
+            "--max-pages", "1", "--retries", "0", "--processes", "2"]  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", FORK_SCRIPT, str(at_fork), *argv],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 4, done.stderr  # the crawl ran: no seed answered
+    modules = set(json.loads(at_fork.read_text()))
+    assert {"skitter.crawler", "skitter.shard_peers", "aiohttp"} <= modules
+    assert _optional_loaded(modules) == []

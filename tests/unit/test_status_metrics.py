@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from prometheus_client import REGISTRY
+from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from skitter import __version__
@@ -99,3 +100,44 @@ def test_from_output_of_missing_folder_is_empty(tmp_path: Path) -> None:
     s = samples(CrawlMetrics.from_output(tmp_path / "nothing"))
     assert s[("skitter_bytes_total", ())] == 0
     assert not any(k[0] == "skitter_fetches_total" for k in s)
+
+
+def test_counts_added_at_once_equal_records_observed_one_by_one(tmp_path: Path) -> None:
+    """RecordCounts (plain-Python tallies, added at once) and observe_record per record give
+    the same exposition, and the duration histogram the same text as prometheus-client's
+    Histogram (bucket edges included: a value on a bound falls in that bucket)."""
+    from prometheus_client import CollectorRegistry, Histogram
+
+    from skitter.report.rows import iter_page_rows
+    from skitter.status.metrics import DURATION_BUCKETS_S, RecordCounts
+
+    records = [
+        (200, None, 10, 0.005, 1), (301, None, 0, 0.01, 2), (404, None, 3, 0.1, 1),
+        (None, "timeout", 0, 30.0, 3), (503, "http_5xx", 5, 60.0, 1), (200, None, 7, 61.5, 1),
+        (999, None, 1, 0.0, 1), (200, None, 2, -1.0, 1),
+    ]  # fmt: skip
+    one = CrawlMetrics()
+    for r in records:
+        one.observe_record(*r)
+    keys = ("status", "error", "bytes", "elapsed_s", "attempts")
+    (tmp_path / "pages.jsonl").write_text(
+        "".join(json.dumps(dict(zip(keys, r, strict=True))) + "\n" for r in records)
+    )
+    counts = RecordCounts()
+    for row in iter_page_rows(tmp_path / "pages.jsonl"):
+        counts.add_row(row)
+    assert counts.fetches == {"2xx": 3, "3xx": 1, "4xx": 1, "5xx": 1, "other": 1}
+    assert counts.durations[0] == 2 and counts.durations[-1] == 1  # 0.0 and 0.005; 61.5
+    added = CrawlMetrics()
+    added.add_counts(counts)
+    assert added.text() == one.text()
+    assert CrawlMetrics.from_output(tmp_path).text() == one.text()
+    reg = CollectorRegistry()
+    h = Histogram("skitter_fetch_duration_seconds", "Whole fetch time of a record",
+                  buckets=DURATION_BUCKETS_S, registry=reg)  # fmt: skip
+    for r in records:
+        if r[3] >= 0:
+            h.observe(r[3])
+    want = [ln for ln in generate_latest(reg).decode().splitlines() if "_created" not in ln]
+    got = [ln for ln in one.text().splitlines() if "skitter_fetch_duration_seconds" in ln]
+    assert got == want

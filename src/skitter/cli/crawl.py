@@ -26,9 +26,7 @@ from skitter.cli.common import (
 from skitter.cli.flag_types import warc_level
 from skitter.cli.focus_flags import add_focus_flags
 from skitter.cli.outcome import failure_exit
-from skitter.cli.progress import Progress, run_crawler, run_watched, stats_line
 from skitter.cli.quality_flags import add_quality_flags, quality_from_args
-from skitter.crawler import Crawler
 from skitter.errors import ConfigError, SkitterError
 from skitter.export.linkfile import links_name
 from skitter.settings import (
@@ -42,6 +40,9 @@ from skitter.status.session import (
     announce,
     write_end_files,
 )
+
+if TYPE_CHECKING:
+    from skitter.crawler import Crawler
 
 EXAMPLES = """examples:
   skitter crawl https://example.org/ --out crawl-1
@@ -113,6 +114,8 @@ def add_parser(sub: Any) -> None:
 
 
 async def _crawl(settings: CrawlSettings, status: StatusOptions, stats_interval_s: float) -> int:
+    from skitter.cli.progress import run_watched
+
     r = await run_watched(settings, status, stats_interval_s=stats_interval_s)
     write_end_files(settings.out_dir, r.gauges)
     return _summary(settings, r.snapshot, r.stop_reason, r.interrupted)
@@ -120,6 +123,7 @@ async def _crawl(settings: CrawlSettings, status: StatusOptions, stats_interval_
 
 async def _crawl_levels(settings: CrawlSettings) -> int:
     """``crawl --levels`` (:mod:`skitter.offline.levels`), progress per level on a TTY."""
+    from skitter.cli.progress import Progress, run_crawler
     from skitter.offline.levels import run_levels
 
     async def run_one(crawler: Crawler) -> tuple[StatsSnapshot, bool]:
@@ -221,9 +225,9 @@ def _crawl_processes(
     on no terminal, a stats line every ``stats_interval_s`` (0 = off)."""
     import time
 
+    from skitter.cli.progress import stats_line
     from skitter.processes import run_processes
     from skitter.status.journal import JournalSource
-    from skitter.status.terminal import RateMeter, render
 
     if TYPE_CHECKING:
         from skitter.status.server import ServerThread
@@ -241,13 +245,13 @@ def _crawl_processes(
         if not settings.quiet:
             print(f"status: {thread.server.url}", file=sys.stderr)
     live: Any = None
-    meter = RateMeter(window_s=30.0)
+    meter: Any = None
     url_written = False
     interval = 0.0 if settings.quiet or sys.stderr.isatty() else stats_interval_s
     last_stats = time.monotonic()
 
     def on_status(t: dict[str, int]) -> None:
-        nonlocal live, url_written, last_stats
+        nonlocal live, meter, url_written, last_stats
         source.update(t)
         if thread is not None and not url_written:  # the output folder is ready now
             url_written = True
@@ -266,8 +270,13 @@ def _crawl_processes(
             from rich.console import Console
             from rich.live import Live
 
+            from skitter.status.terminal import RateMeter  # rich: on a terminal only
+
+            meter = RateMeter(window_s=30.0)
             live = Live("", console=Console(stderr=True), auto_refresh=False, transient=True)
             live.start()
+        from skitter.status.terminal import render
+
         tot = source.totals_now()
         hosts = [] if tot.target else source.hosts()
         live.update(render(tot, meter.add(tot.fetched), hosts), refresh=True)
@@ -335,7 +344,8 @@ def run(args: argparse.Namespace) -> int:
                     )
             done = finished_report(args.out)
             if done is not None:
-                # nothing left to crawl: say so and touch no file
+                # nothing left to crawl: say so and touch no file of the crawl
+                _write_missing_end_files(args.out)
                 records = int(done.get("totals", {}).get("records", 0))
                 print(
                     f"the crawl in {args.out} is finished ({plural(records, 'page')}); "
@@ -363,9 +373,7 @@ def run(args: argparse.Namespace) -> int:
 
         ScopeRule(settings.scope, [u for u in map(canonicalize, settings.seeds) if u])
         status = StatusOptions.from_args(args)
-        from skitter.offline.levels import is_levels_crawl
-
-        if getattr(args, "levels", False) or (settings.resume and is_levels_crawl(args.out)):
+        if getattr(args, "levels", False) or (settings.resume and _is_levels_crawl(args.out)):
             return asyncio.run(_crawl_levels(settings))
         if settings.processes > 1:
             return _crawl_processes(settings, status, getattr(args, "stats_interval", 60.0))
@@ -377,6 +385,22 @@ def run(args: argparse.Namespace) -> int:
         # Redis lost past --redis-wait: the crawl is kept there
         lost = f"; the crawl stopped; resume with: {resume} (or join it with skitter worker)"
         return failure_exit(exc, go_on=resume, out=out, lost=lost)
+
+
+def _write_missing_end_files(out: str) -> None:
+    """Write metrics.prom and report.html of a finished crawl when one is missing: killed after
+    it finished, before its end files (they are made from its files alone)."""
+    path = Path(out)
+    if all((path / name).exists() for name in ("metrics.prom", "report.html")):
+        return
+    if not _is_levels_crawl(out):  # (a --levels crawl writes none)
+        write_end_files(out, (0, 0, 0, 0))
+
+
+def _is_levels_crawl(out: str) -> bool:
+    from skitter.offline.levels import is_levels_crawl  # (imports the crawler)
+
+    return is_levels_crawl(out)
 
 
 def _resume_command(out: str) -> str:

@@ -10,13 +10,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from skitter.crawler import Crawler
 from skitter.stats import StatsSnapshot
 from skitter.status.source import StatusSource
 
 if TYPE_CHECKING:
+    from skitter.crawler import Crawler
     from skitter.settings import CrawlSettings
     from skitter.status.session import StatusOptions
+
 
 def stats_line(records: int, rate: float, queued: int, inflight: int, errors: int) -> str:
     """The periodic ``--stats-interval`` line (stderr not a terminal), as Scrapy's."""
@@ -173,6 +174,7 @@ async def run_watched(
     Raises:
         OSError: the status server cannot bind its address.
     """
+    from skitter.crawler import Crawler
     from skitter.events import CrawlHooks
     from skitter.status.session import (
         announce,

@@ -14,14 +14,17 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import IO, Any
 
 from skitter.export.linkfile import is_zstd, links_file, open_links
+from skitter.report.rows import PageRow, iter_page_rows
 from skitter.state import CHECKPOINT_FILE, MERGE_FILE
 
 __all__ = ["ELAPSED_BUCKETS_S", "ReportData", "merged_decisions", "read_output"]
@@ -73,40 +76,37 @@ class ReportData:
     traps: dict[str, Any] = field(default_factory=dict)
     report: dict[str, Any] = field(default_factory=dict)
 
-    def add_row(self, row: dict[str, Any]) -> None:
+    def add_row(self, row: PageRow) -> None:
         """Count one pages.jsonl row."""
         self.records += 1
-        status = row.get("status")
-        error = row.get("error")
-        url = str(row.get("url", ""))
-        host = _host(str(row.get("final_url") or url))
+        status = row.status
+        error = row.error
+        url = str(row.url if row.url is not None else "")
+        host = _host(str(row.final_url or url))
         self.host_pages[host] += 1
-        self.bytes += int(row.get("bytes") or 0)
+        self.bytes += int(row.bytes or 0)
         self.by_status[str(status) if status is not None else "none"] += 1
-        if isinstance(status, int) and 200 <= status < 300:
+        is_int = isinstance(status, int)
+        if is_int and 200 <= status < 300:
             self.ok += 1
-        self.by_depth[int(row.get("depth") or 0)] += 1
-        ctype = row.get("content_type")
+        self.by_depth[int(row.depth or 0)] += 1
+        ctype = row.content_type
         if ctype:
             self.by_type[str(ctype)] += 1
-        elapsed = float(row.get("elapsed_s") or 0.0)
-        i = 0
-        while i < len(ELAPSED_BUCKETS_S) and elapsed > ELAPSED_BUCKETS_S[i]:
-            i += 1
-        self.elapsed_hist[i] += 1
-        second = _second(row.get("fetched_at"))
+        self.elapsed_hist[bisect_left(ELAPSED_BUCKETS_S, float(row.elapsed_s or 0.0))] += 1
+        second = _second(row.fetched_at)
         if second is not None:
             self.per_second[second] += 1
         if error:
             self.errors += 1
             self.by_error[str(error)] += 1
-        if error or (isinstance(status, int) and status >= 400):
+        if error or (is_int and status >= 400):
             self.host_errors[host] += 1
             self.error_total += 1
             if len(self.error_rows) < self.cap:
                 self.error_rows.append(
                     (url, "" if status is None else str(status), str(error or ""),
-                     str(row.get("error_detail") or ""))
+                     str(row.error_detail or ""))
                 )  # fmt: skip
 
     def pages_per_s(self, max_points: int = 300) -> list[tuple[float, float]]:
@@ -125,7 +125,7 @@ class ReportData:
 
 
 def read_output(
-    out_dir: str | Path, cap: int = 1000, on_row: Callable[[dict[str, Any]], None] | None = None
+    out_dir: str | Path, cap: int = 1000, on_row: Callable[[PageRow], None] | None = None
 ) -> ReportData:
     """Read a crawl's output folder (see the module doc); tables keep ``cap`` rows each;
     ``on_row`` is also given every pages.jsonl row (one pass for other readers).
@@ -139,16 +139,11 @@ def read_output(
     if not pages.is_file():
         raise FileNotFoundError(f"{out}: no pages.jsonl (not a crawl output folder)")
     d = ReportData(cap=cap)
-    with open(pages, "rb") as f:
-        for line in f:
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue  # a crash-cut last line
-            if isinstance(row, dict):
-                d.add_row(row)
-                if on_row is not None:
-                    on_row(row)
+    add = d.add_row
+    for row in iter_page_rows(pages):  # (a crash-cut last line is skipped)
+        add(row)
+        if on_row is not None:
+            on_row(row)
     _read_links(out, d)
     with contextlib.suppress(OSError, ValueError):
         rep = json.loads((out / "report.json").read_text(encoding="utf-8"))
@@ -345,7 +340,12 @@ def _second(ts: object) -> int | None:
     """Unix second of an ISO 8601 ``fetched_at`` (``2024-05-01T12:00:00.123Z``)."""
     if not isinstance(ts, str) or len(ts) < 19:
         return None
+    return _whole_second(ts[:19])
+
+
+@lru_cache(maxsize=256)  # rows come in time order: most share their second with the last ones
+def _whole_second(ts: str) -> int | None:
     try:
-        return int(datetime.fromisoformat(ts[:19] + "+00:00").timestamp())
+        return int(datetime.fromisoformat(ts + "+00:00").timestamp())
     except ValueError:
         return None

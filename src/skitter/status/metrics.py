@@ -17,19 +17,25 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
+import threading
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client import CollectorRegistry, Counter, Gauge, Info
 from prometheus_client.exposition import generate_latest
-from prometheus_client.metrics_core import Metric
+from prometheus_client.metrics_core import HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from skitter import __version__
 
-__all__ = ["DURATION_BUCKETS_S", "CrawlMetrics", "status_class"]
+if TYPE_CHECKING:
+    from skitter.report.rows import PageRow
+
+__all__ = ["DURATION_BUCKETS_S", "CrawlMetrics", "RecordCounts", "status_class"]
 
 #: Upper bounds (seconds) of the ``skitter_fetch_duration_seconds`` buckets.
 DURATION_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -46,6 +52,58 @@ def status_class(status: int) -> str:
     '4xx'
     """
     return f"{status // 100}xx" if 100 <= status <= 599 else "other"
+
+
+class RecordCounts:
+    """What :class:`CrawlMetrics` counts of pages.jsonl records, tallied in plain Python (one
+    row costs a few dict updates, not a prometheus-client call per metric) and added to a
+    :class:`CrawlMetrics` at once (:meth:`CrawlMetrics.add_counts`).
+
+    Attributes:
+        fetches: records with an HTTP status, by status class (:func:`status_class`).
+        errors: records with an error kind, by kind.
+        bytes: decoded body bytes; retries: attempts beyond the first.
+        durations: records per :data:`DURATION_BUCKETS_S` bucket (the last: +Inf), of those
+            with a fetch time >= 0; duration_sum: their fetch times added in order (seconds).
+    """
+
+    __slots__ = ("bytes", "duration_sum", "durations", "errors", "fetches", "retries")
+
+    def __init__(self) -> None:
+        self.fetches: dict[str, int] = {}
+        self.errors: dict[str, int] = {}
+        self.bytes = 0
+        self.retries = 0
+        self.durations = [0] * (len(DURATION_BUCKETS_S) + 1)
+        self.duration_sum = 0.0
+
+    def add_row(self, row: PageRow) -> None:
+        """Count one pages.jsonl row (missing fields count as absent).
+
+        Raises:
+            ValueError, TypeError: ``bytes``, ``elapsed_s`` or ``attempts`` is not a number.
+        """
+        status = row.status
+        if isinstance(status, int):
+            cls = _CLASSES.get(status) or status_class(status)
+            self.fetches[cls] = self.fetches.get(cls, 0) + 1
+        error = row.error
+        if error:
+            kind = str(error)
+            self.errors[kind] = self.errors.get(kind, 0) + 1
+        nbytes = int(row.bytes or 0)
+        if nbytes > 0:
+            self.bytes += nbytes
+        attempts = int(row.attempts or 1)
+        if attempts > 1:
+            self.retries += attempts - 1
+        elapsed = float(row.elapsed_s or 0.0)
+        if elapsed >= 0:
+            self.durations[bisect_left(DURATION_BUCKETS_S, elapsed)] += 1
+            self.duration_sum += elapsed
+
+
+_CLASSES = {s: status_class(s) for s in range(100, 600)}
 
 
 class CrawlMetrics:
@@ -93,9 +151,9 @@ class CrawlMetrics:
         self.hosts_in_backoff = Gauge(
             "skitter_hosts_in_backoff", "Hosts waiting after 429/5xx/errors", registry=r
         )
-        self.duration = Histogram(
+        self.duration = _Histogram(
             "skitter_fetch_duration_seconds", "Whole fetch time of a record",
-            buckets=DURATION_BUCKETS_S, registry=r,
+            DURATION_BUCKETS_S, r,
         )  # fmt: skip
         self.info = Info("skitter", "Skitter build", registry=r)
         #: labelled children already made: ``labels()`` checks and locks on every call
@@ -133,16 +191,18 @@ class CrawlMetrics:
         if elapsed_s >= 0:
             self.duration.observe(elapsed_s)
 
-    def observe_row(self, row: Mapping[str, Any]) -> None:
-        """Count one pages.jsonl row (a decoded JSON object; missing keys count as absent)."""
-        status = row.get("status")
-        self.observe_record(
-            status if isinstance(status, int) else None,
-            row.get("error") or None,
-            int(row.get("bytes") or 0),
-            float(row.get("elapsed_s") or 0.0),
-            int(row.get("attempts") or 1),
-        )
+    def add_counts(self, counts: RecordCounts) -> None:
+        """Add records tallied apart (e.g. every row of a pages.jsonl file): the same counts
+        as :meth:`observe_record` of each."""
+        for cls, n in counts.fetches.items():
+            self._child(self.fetches, cls).inc(n)
+        for kind, n in counts.errors.items():
+            self._child(self.fetch_errors, kind).inc(n)
+        if counts.bytes:
+            self.bytes.inc(counts.bytes)
+        if counts.retries:
+            self.retries.inc(counts.retries)
+        self.duration.add(counts.durations, counts.duration_sum)
 
     def observe_links(self, decisions: Mapping[str, int]) -> None:
         """Add links.tsv decision counts ``{decision: n}``."""
@@ -189,15 +249,17 @@ class CrawlMetrics:
     @classmethod
     def from_rows(
         cls,
-        rows: Iterable[Mapping[str, Any]],
+        rows: Iterable[PageRow],
         link_decisions: Mapping[str, int] | None = None,
         robots: Mapping[str, int] | None = None,
     ) -> CrawlMetrics:
         """Metrics of a finished crawl from its pages.jsonl rows, links.tsv decision counts and
         robots decision counts (the gauges stay 0: nothing is queued any more)."""
         m = cls()
+        counts = RecordCounts()
         for row in rows:
-            m.observe_row(row)
+            counts.add_row(row)
+        m.add_counts(counts)
         m.observe_links(link_decisions or {})
         for decision, n in (robots or {}).items():
             m.observe_robots(decision, n)
@@ -209,7 +271,7 @@ class CrawlMetrics:
         robots decisions of report.json (``totals.by_decision``, ``totals.robots_disallowed``,
         the ``allowed`` counts of ``robots``).
         A truncated last line (a crash) is skipped; missing files count as empty. With
-        ``rows`` False pages.jsonl is not read (the caller feeds :meth:`observe_row`).
+        ``rows`` False pages.jsonl is not read (the caller adds them: :meth:`add_counts`).
         """
         out = Path(out_dir)
         report: dict[str, Any] = {}
@@ -223,7 +285,7 @@ class CrawlMetrics:
                 int(v.get("allowed", 0) or 0) for v in per_origin.values() if isinstance(v, dict)
             )
         return cls.from_rows(
-            iter_rows(out / "pages.jsonl") if rows else (),
+            _rows(out / "pages.jsonl") if rows else (),
             dict(totals.get("by_decision", {})),
             robots,
         )
@@ -241,16 +303,58 @@ class _WithoutCreated(Collector):
             yield fam
 
 
-def iter_rows(path: Path) -> Iterable[dict[str, Any]]:
-    """The JSON objects of a pages.jsonl file, skipping lines that do not parse (a crash can
-    leave a partial last line); nothing if the file is missing."""
-    if not path.is_file():
-        return
-    with open(path, "rb") as f:
-        for line in f:
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(row, dict):
-                yield row
+def _rows(path: Path) -> Iterable[PageRow]:
+    """The rows of pages.jsonl (:func:`skitter.report.rows.iter_page_rows`); nothing if the
+    file is missing."""
+    from skitter.report.rows import iter_page_rows
+
+    if path.is_file():
+        yield from iter_page_rows(path)
+
+
+class _Histogram(Collector):
+    """A histogram without labels, exposed as prometheus-client's ``Histogram`` is (the same
+    samples, less ``_created``), that can also take counts made elsewhere (:meth:`add`).
+    Thread-safe (a lock around each update and each collection).
+
+    Args:
+        name, documentation: the metric's name (base unit: seconds) and HELP text.
+        bounds: the buckets' upper bounds, ascending (+Inf is added).
+        registry: where it is registered.
+    """
+
+    def __init__(
+        self, name: str, documentation: str, bounds: Iterable[float], registry: CollectorRegistry
+    ) -> None:
+        self.name, self.documentation = name, documentation
+        self.bounds = (*bounds, math.inf)
+        self.counts = [0] * len(self.bounds)
+        self.sum = 0.0
+        self._lock = threading.Lock()
+        registry.register(self)
+
+    def observe(self, amount: float) -> None:
+        """Count one observation (into the first bucket whose bound is >= ``amount``)."""
+        with self._lock:
+            self.counts[bisect_left(self.bounds, amount)] += 1
+            self.sum += amount
+
+    def add(self, counts: Iterable[int], total: float) -> None:
+        """Add observations counted per bucket (``counts``: one per bound, +Inf last) whose
+        values add up to ``total``."""
+        with self._lock:
+            self.counts = [a + b for a, b in zip(self.counts, counts, strict=True)]
+            self.sum += total
+
+    def collect(self) -> Iterable[Metric]:
+        """The histogram family: cumulative ``_bucket`` samples, ``_count``, ``_sum``."""
+        with self._lock:
+            counts, total = list(self.counts), self.sum
+        fam = HistogramMetricFamily(self.name, self.documentation)
+        acc = 0.0
+        buckets = []
+        for bound, n in zip(self.bounds, counts, strict=True):
+            acc += n
+            buckets.append(("+Inf" if bound == math.inf else repr(float(bound)), acc))  # as Go's
+        fam.add_metric([], buckets, total)
+        return [fam]

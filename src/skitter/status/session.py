@@ -133,17 +133,19 @@ def write_end_files(out_dir: str | Path, gauges: tuple[int, int, int, int] | Non
     A failure is logged as a warning: the crawl's own files are already written."""
     from skitter.report import TABLE_CAP, write_report
     from skitter.report.data import ReportData, read_output
-    from skitter.status.metrics import CrawlMetrics
+    from skitter.status.metrics import CrawlMetrics, RecordCounts
 
     out = Path(out_dir)
     try:
         # one pass over pages.jsonl feeds both (the metrics' link counts: report.json)
         metrics = CrawlMetrics.from_output(out, rows=False)
+        counts = RecordCounts()
         data: ReportData | FileNotFoundError
         try:
-            data = read_output(out, TABLE_CAP, on_row=metrics.observe_row)
+            data = read_output(out, TABLE_CAP, on_row=counts.add_row)
         except FileNotFoundError as exc:  # no pages.jsonl: metrics.prom all the same
             data = exc
+        metrics.add_counts(counts)
         if gauges is not None:
             metrics.set_frontier(*gauges)
         metrics.write_textfile(out / "metrics.prom")
