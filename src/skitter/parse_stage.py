@@ -36,7 +36,7 @@ from typing import Any
 from skitter.html_chunks import SEGMENT_MIN_BYTES
 from skitter.models import Page
 from skitter.parse_lanes import LaneExecutor
-from skitter.runtime import trim_heap
+from skitter.runtime import trim_heap, tune_heap
 
 __all__ = ["TRIM_EVERY_BYTES", "Extract", "ParseStage"]
 
@@ -114,6 +114,7 @@ class ParseStage:
         self._here = 0
         self._elsewhere: Counter[int] = Counter()
         self._trimmer = _Trimmer()
+        tune_heap()  # large bodies and parse buffers in maps of their own, freed at once
 
     @property
     def host_bound(self) -> bool:

@@ -17,7 +17,14 @@ from __future__ import annotations
 import gc
 from typing import Any
 
-__all__ = ["GC_THRESHOLDS", "freeze_for_fork", "trim_heap", "tune_gc"]
+__all__ = [
+    "GC_THRESHOLDS",
+    "MMAP_THRESHOLD_BYTES",
+    "freeze_for_fork",
+    "trim_heap",
+    "tune_gc",
+    "tune_heap",
+]
 
 #: Young-generation collections every 20,000 net allocations (CPython's default: 700); the
 #: older generations at CPython's default ratios. At ~100 bytes an object this lets at most a
@@ -43,7 +50,41 @@ def freeze_for_fork() -> None:
     gc.freeze()
 
 
+#: Allocations of at least this many bytes get their own memory map (glibc
+#: ``M_MMAP_THRESHOLD``), returned to the system when freed: see :func:`tune_heap`.
+MMAP_THRESHOLD_BYTES = 256 * 1024
+_M_MMAP_THRESHOLD = -3  # glibc <malloc.h>
+
 _malloc_trim: Any = None  # None: not looked up yet; False: not glibc
+_heap_tuned = False
+
+
+def tune_heap() -> bool:
+    """Fix glibc's mmap threshold at :data:`MMAP_THRESHOLD_BYTES` (``mallopt``; idempotent,
+    process-wide, inherited by forked children).
+
+    glibc's threshold is dynamic: each freed mapped block raises it to that block's size (up
+    to 32 MiB), so after one 10 MB body every later body and parse buffer under 10 MB came
+    from the heap, where what is freed stays resident until a trim (rust-doc ``--processes
+    2``: the busy crawler peaked at 128 MiB; with the threshold fixed at 256 KiB, 107 MiB).
+    A fixed threshold also keeps glibc's trim threshold at its 128 KiB default.
+
+    Returns:
+        True when the threshold was set; False without glibc (a no-op then) or if already set.
+    """
+    global _heap_tuned
+    if _heap_tuned:
+        return False
+    _heap_tuned = True
+    try:
+        import ctypes
+
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # not glibc
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
 
 
 def trim_heap() -> bool:
