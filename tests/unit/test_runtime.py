@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import gc
 import os
+import subprocess
 import sys
 from collections.abc import Sequence
 
 import pytest
 
-from skitter.runtime import GC_THRESHOLDS, freeze_for_fork, trim_heap, tune_gc
+from skitter.runtime import (
+    GC_THRESHOLDS,
+    MMAP_THRESHOLD_BYTES,
+    freeze_for_fork,
+    trim_heap,
+    tune_gc,
+)
 
 
 def test_tune_gc_freezes_startup_objects_and_raises_young_threshold() -> None:
@@ -95,3 +102,35 @@ def test_parse_stage_trims_every_32_mib_and_after_large_pages(
     asyncio.run(stage.parse(big, "http://a.test/", "text/html", ()))
     assert trims == [1, 1, 1]
     assert ps.TRIM_EVERY_BYTES == 32 * 1024 * 1024
+
+
+_MALLINFO = """
+import ctypes, sys
+from skitter.runtime import MMAP_THRESHOLD_BYTES, tune_heap
+class Info(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
+                "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = Info
+if sys.argv[1] == "tuned":
+    assert tune_heap() is True and tune_heap() is False  # once per process
+big = bytearray(10_000_000)  # a 10 MB body, mapped, then freed
+del big
+before = libc.mallinfo2().hblkhd
+body = bytearray(2 * MMAP_THRESHOLD_BYTES)
+print(libc.mallinfo2().hblkhd - before)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc mallopt")
+@pytest.mark.parametrize(("mode", "mapped"), [("tuned", True), ("default", False)])
+def test_tune_heap_keeps_blocks_past_the_threshold_in_maps_of_their_own(
+    mode: str, mapped: bool
+) -> None:
+    # glibc's default threshold rises to the size of a freed mapped block: after a 10 MB body
+    # a 2 MiB block came from the heap (resident until trimmed); tuned, it has its own map
+    out = subprocess.run(
+        [sys.executable, "-c", _MALLINFO, mode], capture_output=True, text=True, check=True
+    ).stdout
+    grown = int(out)
+    assert (grown >= 2 * MMAP_THRESHOLD_BYTES) is mapped, grown
