@@ -82,23 +82,23 @@ def test_parse_stage_trims_every_32_mib_and_after_large_pages(
                     nofollow=False, ids=frozenset())  # fmt: skip
 
     stage = ps.ParseStage(extract)
-    body = b"<p>" + b"x" * (512 * 1024 - 3)  # 512 KiB: not a large page
+    body = b"<p>" + b"x" * (256 * 1024 - 3)  # 256 KiB: not a large page
 
     async def parse_n(n: int) -> None:
         for _ in range(n):
             await stage.parse(body, "http://a.test/", "text/html", ())
 
-    asyncio.run(parse_n(63))
-    assert trims == []  # 31.5 MiB
+    asyncio.run(parse_n(127))
+    assert trims == []  # 31.75 MiB
     asyncio.run(parse_n(1))
     assert trims == [1]  # 32 MiB
-    asyncio.run(parse_n(64))
+    asyncio.run(parse_n(128))
     assert trims == [1, 1]
-    # a page larger than SEGMENT_MIN_BYTES: trimmed right after it
+    # a page larger than TRIM_PAGE_BYTES: trimmed right after it
     small = b"<p>x</p>"
     asyncio.run(stage.parse(small, "http://a.test/", "text/html", ()))
     assert trims == [1, 1]
-    big = b"<p>" + b"x" * ps.SEGMENT_MIN_BYTES
+    big = b"<p>" + b"x" * ps.TRIM_PAGE_BYTES
     asyncio.run(stage.parse(big, "http://a.test/", "text/html", ()))
     assert trims == [1, 1, 1]
     assert ps.TRIM_EVERY_BYTES == 32 * 1024 * 1024
