@@ -48,9 +48,10 @@ log = logging.getLogger("skitter")
 #: HTML parsed in a process (here or for a sibling): parse trees are freed into glibc's heap,
 #: which keeps them otherwise (rust-doc -p1: peak RSS 153 MB without, see issue 16).
 TRIM_EVERY_BYTES = 32 * 1024 * 1024
-#: ... and after every page larger than this (bytes): its tree (~7 MB and more) just went back
-#: to the heap (rust-doc ``--processes 2``: peak PSS of the tree 165 -> 158 MiB against 1 MiB).
-TRIM_PAGE_BYTES = 256 * 1024
+#: ... and after every page larger than this (bytes): its tree (~28 MB and more) just went
+#: back to the heap. (256 KiB: rust-doc ``--processes 2`` peaked ~7 MiB lower but with half
+#: again the minor page faults: what a trim gives back is faulted in again by the next pages.)
+TRIM_PAGE_BYTES = 1024 * 1024
 
 #: ``extract(body, url, content_type, x_robots) -> Page``; picklable (a module function or
 #: a :func:`functools.partial` of one) to run in a sibling process.
