@@ -9,7 +9,9 @@ the long-lived objects of the start-up (modules, caches, settings) in older gene
 Parsing HTML allocates its trees with C ``malloc`` (Lexbor: 20-28 bytes per byte of markup);
 glibc keeps what a freed tree leaves inside its heap for reuse instead of returning it, so a
 process's resident set creeps up page after page (rust-doc, 21,635 pages: from ~100 to ~140
-MB) although little of it is in use. :func:`trim_heap` hands those free pages back.
+MB) although little of it is in use. :func:`trim_heap` hands those free pages back;
+:func:`tune_heap` keeps blocks of :data:`MMAP_THRESHOLD_BYTES` and more (a large page's body)
+out of the heap altogether.
 """
 
 from __future__ import annotations
