@@ -15,7 +15,9 @@ once; past that the loop parses inline too, so both keep busy. Pages larger than
 :data:`skitter.html_chunks.SEGMENT_MIN_BYTES` are always parsed inline (segment by segment):
 a sibling would hold two more copies of their bytes (the pickle and its own), the jump in
 memory that segmenting avoids. Every :data:`TRIM_EVERY_BYTES` of HTML parsed in a process,
-and after each such large page, the C heap is trimmed (:func:`skitter.runtime.trim_heap`).
+and after each page over :data:`TRIM_PAGE_BYTES`, the C heap is trimmed
+(:func:`skitter.runtime.trim_heap`); large blocks are mapped on their own
+(:func:`skitter.runtime.tune_heap`, set when a parse stage is made).
 
 Durability is not touched: a sibling only returns the parsed :class:`~skitter.models.Page`;
 the crawler process writes the rows and the record and acks, as before. A sibling that is gone
@@ -36,9 +38,9 @@ from typing import Any
 from skitter.html_chunks import SEGMENT_MIN_BYTES
 from skitter.models import Page
 from skitter.parse_lanes import LaneExecutor
-from skitter.runtime import trim_heap
+from skitter.runtime import trim_heap, tune_heap
 
-__all__ = ["TRIM_EVERY_BYTES", "Extract", "ParseStage"]
+__all__ = ["TRIM_EVERY_BYTES", "TRIM_PAGE_BYTES", "Extract", "ParseStage"]
 
 log = logging.getLogger("skitter")
 
@@ -46,6 +48,10 @@ log = logging.getLogger("skitter")
 #: HTML parsed in a process (here or for a sibling): parse trees are freed into glibc's heap,
 #: which keeps them otherwise (rust-doc -p1: peak RSS 153 MB without, see issue 16).
 TRIM_EVERY_BYTES = 32 * 1024 * 1024
+#: ... and after every page larger than this (bytes): its tree (~28 MB and more) just went
+#: back to the heap. (256 KiB: rust-doc ``--processes 2`` peaked ~7 MiB lower but with half
+#: again the minor page faults: what a trim gives back is faulted in again by the next pages.)
+TRIM_PAGE_BYTES = 1024 * 1024
 
 #: ``extract(body, url, content_type, x_robots) -> Page``; picklable (a module function or
 #: a :func:`functools.partial` of one) to run in a sibling process.
@@ -54,9 +60,9 @@ Extract = Callable[[bytes, str, "str | None", Sequence[str]], Page]
 
 class _Trimmer:
     """Counts the bytes parsed in this process; trims the C heap every
-    :data:`TRIM_EVERY_BYTES`, and after every page larger than
-    :data:`~skitter.html_chunks.SEGMENT_MIN_BYTES` (whose segment trees just went back to
-    the heap: the next large page starts from a smaller resident set)."""
+    :data:`TRIM_EVERY_BYTES`, and after every page larger than :data:`TRIM_PAGE_BYTES`
+    (whose tree just went back to the heap: the next large page starts from a smaller
+    resident set)."""
 
     __slots__ = ("since",)
 
@@ -66,7 +72,7 @@ class _Trimmer:
     def parsed(self, nbytes: int) -> None:
         """Count ``nbytes`` of HTML parsed (bytes); trim the C heap when due."""
         self.since += nbytes
-        if self.since >= TRIM_EVERY_BYTES or nbytes > SEGMENT_MIN_BYTES:
+        if self.since >= TRIM_EVERY_BYTES or nbytes > TRIM_PAGE_BYTES:
             self.since = 0
             trim_heap()
 
@@ -114,6 +120,7 @@ class ParseStage:
         self._here = 0
         self._elsewhere: Counter[int] = Counter()
         self._trimmer = _Trimmer()
+        tune_heap()  # large bodies and parse buffers in maps of their own, freed at once
 
     @property
     def host_bound(self) -> bool:

@@ -8,9 +8,15 @@ import tracemalloc
 import pytest
 
 from skitter.charset import decode_html
-from skitter.html_chunks import SEGMENT_BYTES, SEGMENT_MIN_BYTES, segment_bounds, sniff
+from skitter.html_chunks import (
+    SEGMENT_BYTES,
+    SEGMENT_MIN_BYTES,
+    extract_segments,
+    segment_bounds,
+    sniff,
+)
 from skitter.links import _extract_whole, extract
-from skitter.models import Link
+from skitter.models import Link, Page
 
 FILLER = b"<div class=line><span class=kw>fn</span> <span>filler</span> text</div>\n" * 300
 
@@ -123,3 +129,30 @@ def test_a_utf16_page_is_parsed_whole() -> None:
     body = b"\xff\xfe" + html.encode("utf-16-le")
     page = extract(body, "http://u.test/", None)
     assert len(page.links) == 70_000 and page.encoding == "utf-16-le"
+
+
+def test_the_pieces_handed_to_the_parser_follow_the_segment_size() -> None:
+    line = b'<a href="#%d" id="%d">%d</a> <span class="kw">fn</span> f()\n'
+    comment = b"<!-- " + b"<a href=/no>x</a>" * (SEGMENT_BYTES // 17 + 100) + b" -->"
+    rows = [line % (i, i, i) for i in range(60_000)]
+    body = b"<html><head><title>t</title></head><body><pre>" + b"".join(rows[:30_000])
+    body += comment + b"".join(rows[30_000:]) + b"</pre></body></html>"
+    assert len(body) > 8 * SEGMENT_BYTES
+    pieces: list[int] = []
+
+    def recording(piece: bytes, *args: object, **kw: object) -> Page:
+        pieces.append(len(piece))
+        return _extract_whole(piece, *args, **kw)  # type: ignore[arg-type]
+
+    opts = {"bot_token": None, "resources": False, "ids": True}
+    page = extract_segments(recording, body, "http://s.test/", None, (), **opts)
+    assert page == _extract_whole(body, "http://s.test/", None, (), **opts)  # type: ignore[arg-type]
+    assert page is not None and len(page.links) == 60_000 and len(page.ids) == 60_000
+    assert sum(pieces) == len(body)  # no <base>: every byte once, nothing else
+    longest = max(len(r) for r in rows)
+    # every piece is a segment's worth, up to the next tag; the one holding the comment (a
+    # no-cut region longer than a segment) is that much longer, not a page's worth
+    big = [n for n in pieces if n > SEGMENT_BYTES + longest]
+    assert len(big) == 1 and big[0] <= SEGMENT_BYTES + len(comment) + longest
+    assert len(pieces) >= len(body) // (SEGMENT_BYTES + len(comment))
+    assert all(n >= SEGMENT_BYTES for n in pieces[:-1])

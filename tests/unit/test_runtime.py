@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import gc
 import os
+import subprocess
 import sys
 from collections.abc import Sequence
 
 import pytest
 
-from skitter.runtime import GC_THRESHOLDS, freeze_for_fork, trim_heap, tune_gc
+from skitter.runtime import (
+    GC_THRESHOLDS,
+    MMAP_THRESHOLD_BYTES,
+    freeze_for_fork,
+    trim_heap,
+    tune_gc,
+)
 
 
 def test_tune_gc_freezes_startup_objects_and_raises_young_threshold() -> None:
@@ -75,23 +82,55 @@ def test_parse_stage_trims_every_32_mib_and_after_large_pages(
                     nofollow=False, ids=frozenset())  # fmt: skip
 
     stage = ps.ParseStage(extract)
-    body = b"<p>" + b"x" * (512 * 1024 - 3)  # 512 KiB: not a large page
+    body = b"<p>" + b"x" * (256 * 1024 - 3)  # 256 KiB: not a large page
 
     async def parse_n(n: int) -> None:
         for _ in range(n):
             await stage.parse(body, "http://a.test/", "text/html", ())
 
-    asyncio.run(parse_n(63))
-    assert trims == []  # 31.5 MiB
+    asyncio.run(parse_n(127))
+    assert trims == []  # 31.75 MiB
     asyncio.run(parse_n(1))
     assert trims == [1]  # 32 MiB
-    asyncio.run(parse_n(64))
+    asyncio.run(parse_n(128))
     assert trims == [1, 1]
-    # a page larger than SEGMENT_MIN_BYTES: trimmed right after it
+    # a page larger than TRIM_PAGE_BYTES: trimmed right after it
     small = b"<p>x</p>"
     asyncio.run(stage.parse(small, "http://a.test/", "text/html", ()))
     assert trims == [1, 1]
-    big = b"<p>" + b"x" * ps.SEGMENT_MIN_BYTES
+    big = b"<p>" + b"x" * ps.TRIM_PAGE_BYTES
     asyncio.run(stage.parse(big, "http://a.test/", "text/html", ()))
     assert trims == [1, 1, 1]
     assert ps.TRIM_EVERY_BYTES == 32 * 1024 * 1024
+
+
+_MALLINFO = """
+import ctypes, sys
+from skitter.runtime import MMAP_THRESHOLD_BYTES, tune_heap
+class Info(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
+                "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = Info
+if sys.argv[1] == "tuned":
+    assert tune_heap() is True and tune_heap() is False  # once per process
+big = bytearray(10_000_000)  # a 10 MB body, mapped, then freed
+del big
+before = libc.mallinfo2().hblkhd
+body = bytearray(2 * MMAP_THRESHOLD_BYTES)
+print(libc.mallinfo2().hblkhd - before)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc mallopt")
+@pytest.mark.parametrize(("mode", "mapped"), [("tuned", True), ("default", False)])
+def test_tune_heap_keeps_blocks_past_the_threshold_in_maps_of_their_own(
+    mode: str, mapped: bool
+) -> None:
+    # glibc's default threshold rises to the size of a freed mapped block: after a 10 MB body
+    # a 2 MiB block came from the heap (resident until trimmed); tuned, it has its own map
+    out = subprocess.run(
+        [sys.executable, "-c", _MALLINFO, mode], capture_output=True, text=True, check=True
+    ).stdout
+    grown = int(out)
+    assert (grown >= 2 * MMAP_THRESHOLD_BYTES) is mapped, grown

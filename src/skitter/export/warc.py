@@ -78,6 +78,7 @@ from skitter.models import Response
 __all__ = [
     "DEFAULT_SOFTWARE",
     "ORIG_TRANSFER_ENCODING",
+    "RECORD_WRITTEN_PAYLOAD_BYTES",
     "REVISIT_PROFILES",
     "RecordWritten",
     "WarcRevisit",
@@ -124,6 +125,10 @@ class WarcWritten:
     date: str = ""
 
 
+#: Payload bytes given in :attr:`RecordWritten.block` when the record has a payload digest.
+RECORD_WRITTEN_PAYLOAD_BYTES = 64 * 1024
+
+
 @dataclass(frozen=True, slots=True)
 class RecordWritten:
     """What a CDX(J) index needs of one ``response`` or ``revisit`` record just written
@@ -134,7 +139,9 @@ class RecordWritten:
         record_type: "response" or "revisit".
         target_uri: its ``WARC-Target-URI``.
         date: its ``WARC-Date`` as written (:func:`warc_date`).
-        block: its block (HTTP status line and headers, then the payload as stored).
+        block: its block (HTTP status line and headers, then the payload as stored), cut
+            after :data:`RECORD_WRITTEN_PAYLOAD_BYTES` of payload when ``payload_digest`` is
+            set (an index needs the head; a whole copy of a 10 MB body was a jump in memory).
         payload_digest: its ``WARC-Payload-Digest`` value, or None when it has none.
         offset: byte offset of its gzip member in the file; length: the member's bytes.
     """
@@ -374,7 +381,11 @@ class WarcWriter(Closing):
                     "response" if revisit is None else "revisit",
                     request_url,
                     date,
-                    resp_head + payload if revisit is None else resp_head,
+                    (
+                        resp_head + payload[:RECORD_WRITTEN_PAYLOAD_BYTES]
+                        if revisit is None
+                        else resp_head
+                    ),
                     digest,
                     written.response_offset,
                     len(data) - req_len,

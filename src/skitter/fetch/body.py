@@ -24,6 +24,7 @@ from aiohttp.client_reqrep import ClientResponse
 
 from skitter.errors import BodyTooLarge, ProtocolError
 from skitter.fetch.decode import (
+    Chunks,
     ContentDecoder,
     codings_to_undo,
     is_text_type,
@@ -140,17 +141,16 @@ async def read_body(
     codings = codings_to_undo(parse_content_encoding(facts.encodings), media_type)
     decoder = ContentDecoder(codings, max_bytes=cap, sniff=is_text_type(media_type))
     decode = bool(decoder.codings) and not decoder.passthrough
-    # The chunks are joined once at the end: a one-chunk body is used as read (no copy),
-    # a longer one is copied once (a bytearray grown by += and then copied to bytes held
-    # the body twice, plus its reallocations).
-    chunks: list[bytes] = []
+    # The chunks are joined once at the end (a one-chunk body is used as read, no copy);
+    # past SPILL_BYTES gathered as they come, so that a large body is never held twice.
+    chunks = Chunks()
     raw_len = 0
     try:
         while True:
             chunk = await read_chunk(resp, protocol, progress, idle_s)
             if not chunk:
                 break
-            chunks.append(chunk)
+            chunks.add(chunk)
             raw_len += len(chunk)
             progress.raw_bytes = raw_len
             if decode:
@@ -166,10 +166,10 @@ async def read_body(
     except BodyTooLarge:
         if not truncate:
             raise
-        raw_bytes = joined(chunks)
+        raw_bytes = chunks.take()
         body = decoder.partial() if decode else raw_bytes
         return raw_bytes, body[:cap], True
-    raw_bytes = joined(chunks)
+    raw_bytes = chunks.take()
     body = decoder.finish() if decode else raw_bytes
     if notes is not None:
         notes.extend(decoder.notes)
@@ -217,11 +217,3 @@ async def read_chunk(
             )
         if waited >= idle_s:
             raise aiohttp.SocketTimeoutError("Timeout on reading data from socket")
-
-
-def joined(chunks: list[bytes]) -> bytes:
-    """The chunks as one ``bytes`` (the only chunk itself, uncopied); empties ``chunks`` so
-    that the pieces are freed as soon as the caller drops the result's other copies."""
-    raw = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-    chunks.clear()
-    return raw

@@ -26,6 +26,7 @@ in :mod:`skitter.fetch.codings`; this module stacks them and holds the policy.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterable
 
 from skitter.errors import BodyTooLarge, ProtocolError
@@ -40,7 +41,9 @@ from skitter.fetch.codings import (
 __all__ = [
     "ACCEPT_ENCODING",
     "MAX_EXTRA_LAYERS",
+    "SPILL_BYTES",
     "SUPPORTED_CODINGS",
+    "Chunks",
     "ContentDecoder",
     "codings_to_undo",
     "decode_body",
@@ -130,25 +133,49 @@ def is_text_type(media_type: str | None) -> bool:
 MAX_EXTRA_LAYERS = 4
 
 
-class _Chunks:
-    """Bytes kept as the pieces they came in (not copied into one buffer as they arrive):
-    joined once when taken, and a single piece is returned as it is."""
+#: A body buffer (:class:`Chunks`) past this many bytes gathers into one growing buffer.
+SPILL_BYTES = 1024 * 1024
 
-    __slots__ = ("parts", "size")
+
+class Chunks:
+    """The bytes of one body as they arrive, for one ``bytes`` at the end.
+
+    Up to :data:`SPILL_BYTES` they are kept as the pieces they came in, joined once when
+    taken (a single piece is returned as it is, no copy). Past it they are copied into one
+    :class:`io.BytesIO` as they come and the pieces dropped: a large buffer grows in place
+    (glibc enlarges a mapped block with ``mremap``) and ``getvalue()`` hands over that very
+    buffer, so a large body is never held twice (its pieces and their joined copy: a 10 MB
+    page made a 20 MB peak).
+    """
+
+    __slots__ = ("_buf", "parts", "size")
 
     def __init__(self) -> None:
         self.parts: list[bytes] = []
         self.size = 0
+        self._buf: io.BytesIO | None = None
 
     def __len__(self) -> int:
         return self.size
 
     def add(self, data: bytes) -> None:
-        self.parts.append(data)
+        """Append ``data``."""
         self.size += len(data)
+        buf = self._buf
+        if buf is not None:
+            buf.write(data)
+            return
+        self.parts.append(data)
+        if self.size > SPILL_BYTES:
+            buf = self._buf = io.BytesIO()
+            for part in self.parts:
+                buf.write(part)
+            self.parts = []
 
     def value(self) -> bytes:
         """All the bytes, as one ``bytes``."""
+        if self._buf is not None:
+            return self._buf.getvalue()  # its own buffer, not a copy
         parts = self.parts
         if len(parts) == 1:
             return parts[0]
@@ -160,7 +187,7 @@ class _Chunks:
     def take(self) -> bytes:
         """All the bytes, emptying this buffer."""
         out = self.value()
-        self.parts, self.size = [], 0
+        self.parts, self.size, self._buf = [], 0, None
         return out
 
 
@@ -179,8 +206,8 @@ class _Stage:
         self.extra = extra  # found by sniffing, not named by Content-Encoding
         self.identity = False  # found not to be in this coding: bytes pass through
         self.probation = True
-        self.held_in = _Chunks()
-        self.held_out = _Chunks()
+        self.held_in = Chunks()
+        self.held_out = Chunks()
 
 
 class ContentDecoder:
@@ -241,9 +268,9 @@ class ContentDecoder:
         )
         self._max = max_bytes
         self._step = max(1, step_bytes)
-        self._out = _Chunks()
+        self._out = Chunks()
         self._sniff = sniff and bool(self._stages)
-        self._sniff_buf = _Chunks()
+        self._sniff_buf = Chunks()
         self.notes: list[str] = []
 
     @property
@@ -286,7 +313,7 @@ class ContentDecoder:
         stage.identity = True
         held = stage.held_in.take()
         stage.probation = False
-        stage.held_out = _Chunks()
+        stage.held_out = Chunks()
         if stage.extra:
             self._stages.pop(index)
             self.notes.pop()
@@ -304,7 +331,7 @@ class ContentDecoder:
         stage = self._stages[index]
         stage.probation = False
         out = stage.held_out.take()
-        stage.held_in = _Chunks()
+        stage.held_in = Chunks()
         if out:
             self._push(index + 1, out)
 
