@@ -13,6 +13,7 @@ import pytest
 from skitter.runtime import (
     GC_THRESHOLDS,
     MMAP_THRESHOLD_BYTES,
+    TRIM_THRESHOLD_BYTES,
     freeze_for_fork,
     trim_heap,
     tune_gc,
@@ -134,3 +135,37 @@ def test_tune_heap_keeps_blocks_past_the_threshold_in_maps_of_their_own(
     ).stdout
     grown = int(out)
     assert (grown >= 2 * MMAP_THRESHOLD_BYTES) is mapped, grown
+
+
+_KEEPCOST = """
+import ctypes, sys
+from skitter.runtime import MMAP_THRESHOLD_BYTES, TRIM_THRESHOLD_BYTES, tune_heap
+class Info(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
+                "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = Info
+libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+if sys.argv[1] == "tuned":
+    tune_heap()
+else:  # the mmap threshold alone: the trim threshold stays at glibc's 128 KiB
+    libc.mallopt(-3, MMAP_THRESHOLD_BYTES)
+block = bytearray(MMAP_THRESHOLD_BYTES // 2)  # from the heap, at its top
+del block
+print(libc.mallinfo2().keepcost)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc mallopt")
+@pytest.mark.parametrize(("mode", "kept"), [("tuned", True), ("mmap-only", False)])
+def test_tune_heap_keeps_the_freed_top_of_the_heap_below_the_trim_threshold(
+    mode: str, kept: bool
+) -> None:
+    # with the mmap threshold fixed alone, every free at the heap's top past 128 KiB gave the
+    # memory back, and the next allocation faulted it in again (7x the page faults of a crawl)
+    out = subprocess.run(
+        [sys.executable, "-c", _KEEPCOST, mode], capture_output=True, text=True, check=True
+    ).stdout
+    keepcost = int(out)
+    assert (keepcost >= MMAP_THRESHOLD_BYTES // 2) is kept, keepcost
+    assert keepcost < TRIM_THRESHOLD_BYTES + MMAP_THRESHOLD_BYTES
