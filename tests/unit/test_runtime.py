@@ -105,14 +105,21 @@ def test_parse_stage_trims_every_32_mib_and_after_large_pages(
     assert ps.TRIM_EVERY_BYTES == 32 * 1024 * 1024
 
 
-_MALLINFO = """
+#: glibc's mallinfo2() in a child process: ``libc.mallinfo2()`` (keepcost, hblkhd, ...)
+_PRELUDE = """
 import ctypes, sys
-from skitter.runtime import MMAP_THRESHOLD_BYTES, tune_heap
+from skitter.runtime import MMAP_THRESHOLD_BYTES, TRIM_THRESHOLD_BYTES, tune_heap
 class Info(ctypes.Structure):
     _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
                 "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
 libc = ctypes.CDLL(None)
 libc.mallinfo2.restype = Info
+libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+"""
+
+_MALLINFO = (
+    _PRELUDE
+    + """
 if sys.argv[1] == "tuned":
     assert tune_heap() is True and tune_heap() is False  # once per process
 big = bytearray(10_000_000)  # a 10 MB body, mapped, then freed
@@ -121,6 +128,7 @@ before = libc.mallinfo2().hblkhd
 body = bytearray(2 * MMAP_THRESHOLD_BYTES)
 print(libc.mallinfo2().hblkhd - before)
 """
+)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc mallopt")
@@ -137,15 +145,9 @@ def test_tune_heap_keeps_blocks_past_the_threshold_in_maps_of_their_own(
     assert (grown >= 2 * MMAP_THRESHOLD_BYTES) is mapped, grown
 
 
-_KEEPCOST = """
-import ctypes, sys
-from skitter.runtime import MMAP_THRESHOLD_BYTES, TRIM_THRESHOLD_BYTES, tune_heap
-class Info(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
-                "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
-libc = ctypes.CDLL(None)
-libc.mallinfo2.restype = Info
-libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+_KEEPCOST = (
+    _PRELUDE
+    + """
 if sys.argv[1] == "tuned":
     tune_heap()
 else:  # the mmap threshold alone: the trim threshold stays at glibc's 128 KiB
@@ -154,6 +156,7 @@ block = bytearray(MMAP_THRESHOLD_BYTES // 2)  # from the heap, at its top
 del block
 print(libc.mallinfo2().keepcost)
 """
+)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc mallopt")
