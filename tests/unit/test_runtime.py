@@ -117,6 +117,15 @@ libc.mallinfo2.restype = Info
 libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
 """
 
+
+def _in_child(script: str, mode: str) -> int:
+    """The number ``script`` (after :data:`_PRELUDE`) prints in a fresh interpreter."""
+    out = subprocess.run(
+        [sys.executable, "-c", script, mode], capture_output=True, text=True, check=True
+    ).stdout
+    return int(out)
+
+
 _MALLINFO = (
     _PRELUDE
     + """
@@ -138,10 +147,7 @@ def test_tune_heap_keeps_blocks_past_the_threshold_in_maps_of_their_own(
 ) -> None:
     # glibc's default threshold rises to the size of a freed mapped block: after a 10 MB body
     # a 2 MiB block came from the heap (resident until trimmed); tuned, it has its own map
-    out = subprocess.run(
-        [sys.executable, "-c", _MALLINFO, mode], capture_output=True, text=True, check=True
-    ).stdout
-    grown = int(out)
+    grown = _in_child(_MALLINFO, mode)
     assert (grown >= 2 * MMAP_THRESHOLD_BYTES) is mapped, grown
 
 
@@ -166,9 +172,6 @@ def test_tune_heap_keeps_the_freed_top_of_the_heap_below_the_trim_threshold(
 ) -> None:
     # with the mmap threshold fixed alone, every free at the heap's top past 128 KiB gave the
     # memory back, and the next allocation faulted it in again (7x the page faults of a crawl)
-    out = subprocess.run(
-        [sys.executable, "-c", _KEEPCOST, mode], capture_output=True, text=True, check=True
-    ).stdout
-    keepcost = int(out)
+    keepcost = _in_child(_KEEPCOST, mode)
     assert (keepcost >= MMAP_THRESHOLD_BYTES // 2) is kept, keepcost
     assert keepcost < TRIM_THRESHOLD_BYTES + MMAP_THRESHOLD_BYTES
