@@ -23,7 +23,6 @@ Shared state between the processes is limited to the hand-off files, a control p
 
 from __future__ import annotations
 
-import json
 import os
 import zlib
 from collections.abc import Iterable
@@ -33,8 +32,7 @@ from multiprocessing.context import BaseContext
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
+from skitter import compact_json
 from skitter.export.base import AppendFile, truncate_partial_line
 from skitter.frontier.routing import Meta, Outgoing
 from skitter.models import Hop, Request
@@ -102,10 +100,6 @@ def shard_dir(out_dir: str | os.PathLike[str], index: int) -> Path:
 # (:data:`Outgoing`) are the routing frontier's (:mod:`skitter.frontier.routing`).
 
 
-#: JSON encoder of hand-off lines.
-_ENCODER = msgspec.json.Encoder()
-
-
 def encode_request(req: Request, meta: Meta | None = None) -> bytes:
     """One hand-off line: ``[url, depth, referer, origin_url, priority, check_only, hops]``
     (and ``meta`` as an 8th element when given) as compact JSON (``hops`` =
@@ -116,20 +110,14 @@ def encode_request(req: Request, meta: Meta | None = None) -> bytes:
     ]  # fmt: skip
     if meta:
         fields.append(meta)
-    try:  # msgspec: json.dumps(ensure_ascii=False, separators=(",", ":")) in UTF-8
-        return _ENCODER.encode(fields) + b"\n"
-    except (UnicodeEncodeError, TypeError):  # a lone surrogate: escaped by json
-        return json.dumps(fields, separators=(",", ":")).encode("ascii") + b"\n"
+    return compact_json.encode(fields) + b"\n"
 
 
 def decode_line(line: bytes) -> tuple[Request, Meta | None] | None:
     """Inverse of :func:`encode_request`: (request, meta or None); None for a line that is
     not one (never raises)."""
     try:
-        try:
-            fields = msgspec.json.decode(line)
-        except msgspec.DecodeError:  # (msgspec refuses what json reads: escaped surrogates)
-            fields = json.loads(line)
+        fields = compact_json.decode(line)
         url, depth, referer, origin_url, priority, check_only, hops = fields[:7]
         meta = fields[7] if len(fields) > 7 and isinstance(fields[7], dict) else None
         req = Request(

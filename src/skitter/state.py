@@ -22,9 +22,7 @@ from dataclasses import MISSING, asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
-from skitter import __version__
+from skitter import __version__, compact_json
 from skitter.errors import ConfigError, StateError
 from skitter.settings import (
     CrawlSettings,
@@ -62,19 +60,6 @@ SITEMAPS_FILE = "sitemaps.json"
 MERGE_FILE = "merge.json"  # --processes: how far the shards are merged (skitter.shard_merge.Merger)
 
 
-def _compact(data: Any) -> str:
-    """``json.dumps(data, ensure_ascii=False, separators=(",", ":"))``, by msgspec when it
-    can (a fifth of the CPU)."""
-    try:
-        return _ENCODER.encode(data).decode("utf-8")
-    except (UnicodeEncodeError, TypeError):  # a lone surrogate, a key json turns into text
-        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-
-
-#: JSON encoder of :func:`atomic_write_json`'s compact form.
-_ENCODER = msgspec.json.Encoder()
-
-
 def atomic_write_json(path: Path, data: Any, *, compact: bool = False) -> None:
     """Write ``data`` as JSON to ``path`` atomically (temp file, fsync, ``os.replace``):
     indented for people to read, or on one line with ``compact`` (json's C encoder: ~10x
@@ -88,7 +73,7 @@ def atomic_write_json(path: Path, data: Any, *, compact: bool = False) -> None:
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
             if compact:
-                fh.write(_compact(data))
+                fh.write(compact_json.encode(data).decode("utf-8"))
             else:
                 json.dump(data, fh, ensure_ascii=False, indent=1)
             fh.write("\n")
