@@ -161,7 +161,7 @@ def main() -> int:
     by_cmd = +by_cmd  # drop zeros
     folders = sorted(a.out.glob("w*"))
     jsonls = [d / "pages.jsonl" for d in folders]
-    pages, statuses, errors = count_pages(jsonls)
+    pages, statuses, errors, _last = count_pages(jsonls)
     per_url: Counter[str] = Counter()
     for j in jsonls:
         if j.exists():

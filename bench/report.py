@@ -51,8 +51,10 @@ def load_runs(rdir: Path) -> dict[str, list[dict[str, Any]]]:
         la = p.with_suffix(".loadavg")
         if la.exists():
             r["loadavg_after"] = float(la.read_text().split()[0])
-        if r.get("rate_to_last_page"):  # spider-rs: wall includes its 5 s watchdog tail
-            r["pages_per_s_wall"] = r.get("pages_per_s")
+        # pages/s up to the last page where the run gives it (spider-rs: its wall includes a
+        # 5 s watchdog tail; Skitter: see bench/skitter_bench.py), else over the whole wall
+        r["pages_per_s_wall"] = r.get("pages_per_s")
+        if r.get("rate_to_last_page"):
             r["pages_per_s"] = round(r["rate_to_last_page"], 1)
         if r.get("pages") and r.get("cpu_s"):
             r["pages_per_cpu_s"] = round(r["pages"] / r["cpu_s"], 1)
@@ -91,6 +93,7 @@ COLS = [
     ("pages", "pages", 0),
     ("wall_s", "wall s", 1),
     ("pages_per_s", "pages/s", 1),
+    ("pages_per_s_wall", "pages/s (wall)", 1),
     ("cpu_s", "CPU s", 1),
     ("pages_per_cpu_s", "pages/CPU-s", 1),
     ("peak_rss_mb", "peak RSS MB (tree)", 1),
@@ -292,11 +295,16 @@ def main(rdir: Path) -> int:
         "Crawlee its ./storage). robots.txt requests and hosts crawled without one: from "
         "nginx's access log.",
     ]
-    if any(k.startswith("spider") for k in peers):
-        lines.append(
-            "spider-rs: pages/s up to its last page (it does not return after the "
-            "crawl: a watchdog ends it 5 s after the last page; wall s includes that)."
-        )
+    lines.append(
+        "pages/s: pages up to the last page, for Skitter (its clock starts just before its "
+        "process does: interpreter start, imports and forks included; it stops at the latest "
+        "fetched_at of pages.jsonl) and spider-rs (clock from after its module loads to its "
+        "last page event: it does not return after the crawl, a watchdog ends it 5 s after "
+        "the last page); pages over the whole wall for the others. pages/s (wall): pages / "
+        "wall s for every tool (Skitter's wall includes its end: merging the shards' files, "
+        "fsync, the end files; and the bench's own count of pages.jsonl; spider-rs's the "
+        "5 s watchdog)."
+    )
     lines.append("")
     summary: dict[str, Any] = {
         "site": manifest,

@@ -19,7 +19,11 @@ largest_process_rss_mb the largest single process (GNU time's figure). output_by
 size of everything the crawl wrote in DIR (WARC, links.tsv, pages.jsonl, frontier, shards).
 
 Afterwards writes {"pages": N, ...} to $BENCH_OUT (N = records of DIR/pages.jsonl with status
-200, the figure Scrapy's "pages" counts) and exits with Skitter's exit code.
+200, the figure Scrapy's "pages" counts) and exits with Skitter's exit code. Also
+``seconds_to_last_page`` and ``rate_to_last_page`` (N / those seconds): from just before the
+Skitter process is started (its interpreter start, imports and forks included) to the latest
+``fetched_at`` of pages.jsonl (a record is written when its page is done), the figure
+../shared/bench/spider_bench.js gives for spider-rs (whose clock starts after its module loads).
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ import argparse
 import json
 import os
 import sys
+import time
+from datetime import datetime
 from collections import Counter
 from pathlib import Path
 
@@ -53,10 +59,12 @@ def site_args(site: Path, out: Path) -> tuple[list[str], list[str]]:
     return hosts, [*args, "--resolve-only"]
 
 
-def count_pages(jsonls: list[Path]) -> tuple[int, Counter[str], Counter[str]]:
-    """(records of status 200 without error, records per status, records per error) over
-    the given pages.jsonl files (missing ones: nothing)."""
+def count_pages(jsonls: list[Path]) -> tuple[int, Counter[str], Counter[str], float | None]:
+    """(records of status 200 without error, records per status, records per error, the
+    latest ``fetched_at`` as Unix seconds or None) over the given pages.jsonl files (missing
+    ones: nothing)."""
     pages, statuses, errors = 0, Counter[str](), Counter[str]()
+    last = ""
     for jsonl in jsonls:
         if not jsonl.exists():
             continue
@@ -64,11 +72,12 @@ def count_pages(jsonls: list[Path]) -> tuple[int, Counter[str], Counter[str]]:
             for line in f:
                 r = json.loads(line)
                 statuses[str(r.get("status"))] += 1
+                last = max(last, r.get("fetched_at") or "")  # ISO 8601 UTC: sorts as time
                 if r.get("error"):
                     errors[r["error"]] += 1
                 elif r.get("status") == 200:
                     pages += 1
-    return pages, statuses, errors
+    return pages, statuses, errors, datetime.fromisoformat(last).timestamp() if last else None
 
 
 def main() -> int:
@@ -96,9 +105,16 @@ def main() -> int:
         "--quiet",
         *extra,
     ]  # fmt: skip
+    started = time.time()
     rc, memory = run_sampled(cmd)
     out_bytes, out_files = output_size([a.out])
-    pages, statuses, errors = count_pages([a.out / "pages.jsonl"])
+    pages, statuses, errors, last = count_pages([a.out / "pages.jsonl"])
+    to_last = {}
+    if last is not None and last > started and pages:
+        to_last = dict(
+            seconds_to_last_page=round(last - started, 3),
+            rate_to_last_page=round(pages / (last - started), 1),
+        )
     res = dict(
         tool="skitter",
         pages=pages,
@@ -110,6 +126,7 @@ def main() -> int:
         processes=a.processes,
         output_bytes=out_bytes,
         output_files=out_files,
+        **to_last,
         **memory,
     )
     print(json.dumps(res))

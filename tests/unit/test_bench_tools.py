@@ -97,8 +97,8 @@ def _results(tmp_path: Path) -> Path:
     lines = [f'1.0 0.001 h1.test 200 "GET {u[19:]} HTTP/1.1" "text/html" 10\n' for u in urls]
     for stem, label, extra in (("skitter-p1-c128-r1", "skitter-p1-c128", []),
                                ("spider-r1", "spider", [lines[1]])):  # fmt: skip
-        rec = dict(label=label, pages=2, wall_s=1.0, cpu_s=0.5, peak_rss_mb=10.0, exit=0,
-                   output_bytes=100, rate_to_last_page=4.0)  # fmt: skip
+        rec = dict(label=label, pages=2, wall_s=1.0, pages_per_s=2.0, cpu_s=0.5,
+                   peak_rss_mb=10.0, exit=0, output_bytes=100, rate_to_last_page=4.0)  # fmt: skip
         (rdir / f"{stem}.json").write_text(json.dumps(rec))
         (rdir / f"{stem}.access").write_text("".join(lines + extra))
     out = rdir / "skitter-p1-c128-r1"
@@ -123,9 +123,29 @@ def test_report_fails_skitter_but_only_notes_a_peer_for_politeness(tmp_path: Pat
     notes = summary["notes"]["spider-r1"]
     assert any("without a robots.txt request" in n for n in notes)
     assert any("1 URLs requested more than once" in n for n in notes)
-    # spider-rs's rate is taken to its last page, not over its watchdog's wall time
-    assert summary["medians"]["spider"]["pages_per_s"] == 4.0
+    # both rates are taken to the last page (spider-rs: not over its watchdog's wall
+    # time); the whole wall's rate is kept beside
+    for tool in ("spider", "skitter-p1-c128"):
+        assert summary["medians"][tool]["pages_per_s"] == 4.0
+        assert summary["medians"][tool]["pages_per_s_wall"] == 2.0
+    assert summary["ratios"]["skitter-p1-c128/spider"]["pages_per_s"] == 1.0
     assert summary["medians"]["skitter-p1-c128"]["out_bytes_per_page"] == 50
+
+
+def test_skitter_bench_counts_pages_and_finds_the_last_page(tmp_path: Path) -> None:
+    from skitter_bench import count_pages
+
+    jsonl = tmp_path / "pages.jsonl"
+    rows = [
+        {"status": 200, "fetched_at": "2026-12-02T05:46:35.730Z"},
+        {"status": 404, "fetched_at": "2026-12-02T05:46:36.001Z"},
+        {"status": 200, "fetched_at": "2026-12-02T05:46:01.000Z", "error": "truncated"},
+    ]
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    pages, statuses, errors, last = count_pages([jsonl, tmp_path / "missing.jsonl"])
+    assert (pages, dict(statuses), dict(errors)) == (1, {"200": 2, "404": 1}, {"truncated": 1})
+    assert last == 1796190396.001  # 2026-12-02T05:46:36.001Z: the latest, whatever its status
+    assert count_pages([tmp_path / "missing.jsonl"])[3] is None
 
 
 def _redis_results(tmp_path: Path) -> Path:
