@@ -33,8 +33,8 @@ import json
 import os
 import sys
 import time
-from datetime import datetime
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 
 from treewatch import output_size, run_sampled  # bench/treewatch.py, beside this script
