@@ -13,7 +13,7 @@ import pytest
 import skitter.context as context_mod
 import skitter.link_decisions as decisions_mod
 from skitter.frontier.routing import add_routed
-from tests.integration.site import Site, crawl, links_page
+from tests.integration.site import Site, crawl, html, links_page
 
 H = "www.known.test"
 PAGES = [f"/p{i}" for i in range(8)]
@@ -67,3 +67,57 @@ async def test_in_links_order_offers_every_link(
     rows, offered = await run(site, tmp_path / "inlinks", monkeypatch, quality_order="inlinks")
     assert Counter(r[-1] for r in rows)["queued"] == 8
     assert offered[site.url(H, "/p1")] == 8  # every link counts for the ranking
+
+
+def build_mixed(site: Site) -> list[str]:
+    """A chain / -> /d1 -> /d2 -> /d3 whose pages all link back to the pages before them
+    (so most links are known), with fragments, a rel=nofollow link to a known page and a
+    link to a page under a trap-free second path; the first seed also links to every page,
+    the second seed (/d3, crawled after the first) only to known pages."""
+    chain = ["/", "/d1", "/d2", "/d3"]
+    for i, p in enumerate(chain):
+        back = "".join(
+            f'<a href="{q}#s{i}">b</a><a rel="nofollow" href="{q}">n</a><a href="{q}">p</a>'
+            for q in chain[: i + 1]
+        )
+        fwd = f'<a href="{chain[i + 1]}#top">f</a>' if i + 1 < len(chain) else ""
+        extra = "".join(f'<a href="{q}">s</a>' for q in chain) if p == "/" else ""
+        site.route(H, p, html(f"<html><body>{extra}{back}{fwd}</body></html>"))
+    return [site.url(H, "/"), site.url(H, "/d3")]
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},
+        {"scope_max_depth": 1},
+        {"scope_max_links_per_page": 4},
+        {"scope_max_seed_links": 3},
+        {"scope_follow_nofollow": True},
+    ],
+    ids=["plain", "max_depth", "link_cap", "seed_cap", "follow_nofollow"],
+)
+async def test_known_links_are_judged_as_without_the_memo(
+    site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settings: dict[str, Any]
+) -> None:
+    """A link to a URL already queued is SEEN without its canonical form worked out again
+    only when no rule of the page could judge it otherwise (depth, link caps, nofollow):
+    links.tsv is the same as with every link judged in full (the memo emptied each page)."""
+
+    async def rows_of(out: Path) -> list[tuple[Any, ...]]:
+        res = await crawl(site, out, build_mixed(site), pol_host_concurrency=1, **settings)
+        return sorted(tuple(r.values()) for r in res.links)
+
+    rows = await rows_of(tmp_path / "memo")
+    monkeypatch.setattr(decisions_mod, "KNOWN_LINKS_MAX", 0)
+    assert await rows_of(tmp_path / "plain") == rows
+    decisions = Counter(r[-1] for r in rows)
+    assert decisions["seen"] > 0
+    # fragments are kept apart from the target in both ways of judging
+    assert any(r[2] == "s1" and r[1] == site.url(H, "/") for r in rows)
+    if "scope_follow_nofollow" not in settings:
+        assert decisions["nofollow"] > 0  # a nofollow link to a known page stays NOFOLLOW
+    if "scope_max_depth" in settings:
+        assert decisions["depth"] > 0  # the links of the pages at depth 1: all known
+    if "scope_max_links_per_page" in settings or "scope_max_seed_links" in settings:
+        assert decisions["limit"] > 0
