@@ -625,6 +625,38 @@ def test_depth_guard_leaves_big_shallow_pages_alone() -> None:
     assert len(extract(html.encode(), f"{SITE}/").links) == 2_000
 
 
+def _may_be_deep_in_one_pass(text: str) -> bool:
+    """The depth estimate as first written: all six counts on every window."""
+    depth = 0
+    for i in range(0, len(text), html_depth._DEEP_WINDOW_CHARS):
+        w = text[i : i + html_depth._DEEP_WINDOW_CHARS]
+        depth += (
+            w.count("<") - 2 * w.count("</") - w.count("<!") - w.count("/>")
+            - w.count("<br") - w.count("<img")
+        )  # fmt: skip
+        if depth > html_depth._DEEP_SUSPECT:
+            return True
+    return False
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            ["<div>", "<div>", "</div>", "<br>", "<img src=x>", "<!-- c -->", "<p/>", "a"]
+        ),
+        min_size=0,
+        max_size=12,
+    ),
+    st.integers(min_value=1, max_value=3_000),
+)
+def test_depth_estimate_equals_the_six_count_estimate(parts: list[str], times: int) -> None:
+    # the two-count first pass only bounds the estimate: the verdict is the same (the
+    # strings reach all three cases: bound under the limit, over it but not deep, deep)
+    html = "".join(parts) * times
+    assert links._may_be_deep(html) == _may_be_deep_in_one_pass(html)
+
+
 def test_depth_guard_false_alarm_changes_nothing() -> None:
     # Thousands of unclosed <p>/<li> trip the cheap estimate; the tokenizer model knows
     # they close each other and leaves the text alone.
