@@ -16,7 +16,8 @@ import re
 # element in button scope" for every <div>), so N nested <div>s cost O(N^2): 40,000 take
 # ~6 s in Lexbor, a 10 MB page would take hours. Browsers cap the tree depth (Blink: 512).
 #
-# 1. Documents with fewer than _DEEP_CHECK_MIN_TAGS "<" are parsed as they are.
+# 1. Documents with fewer than _DEEP_CHECK_MIN_TAGS "<" (or shorter than 3 x that: a tag takes
+#    at least 3 characters, "<a>") are parsed as they are.
 # 2. Otherwise a cheap estimate (C-speed str.count per 32 KB window: start tags minus end
 #    tags, running maximum over window boundaries; ~1 ms per MB per count) looks for deep
 #    nesting. Legitimate pages stay far below _DEEP_SUSPECT (the 530 Python doc pages: at

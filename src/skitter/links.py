@@ -400,9 +400,10 @@ def _extract_whole(
     bot = bot_token.lower() if bot_token else None
     noindex, nofollow = parse_robots_directives(headers_robots, (bot,) if bot is not None else ())
     source: str | bytes
-    # (a text shorter than the threshold cannot hold that many "<": not counted)
+    # (a tag takes at least 3 characters, "<a>": a text shorter than 3 x the threshold
+    # cannot hold that many tags, and is not counted)
     if (
-        len(text) >= _DEEP_CHECK_MIN_TAGS
+        len(text) >= 3 * _DEEP_CHECK_MIN_TAGS
         and text.count("<") >= _DEEP_CHECK_MIN_TAGS
         and _may_be_deep(text)
     ):

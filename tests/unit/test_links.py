@@ -657,6 +657,25 @@ def test_depth_estimate_equals_the_six_count_estimate(parts: list[str], times: i
     assert links._may_be_deep(html) == _may_be_deep_in_one_pass(html)
 
 
+def test_depth_guard_checks_the_shortest_text_that_can_hold_enough_tags() -> None:
+    # "<i>" is the shortest tag: 3 characters each. A page of exactly that many is still
+    # checked (and flattened: the <i>s nest), one character less cannot hold enough tags.
+    n = links._DEEP_CHECK_MIN_TAGS
+    called: list[int] = []
+    real = links._flatten_deep
+
+    def spy(text: str) -> str:
+        called.append(len(text))
+        return real(text)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(links, "_flatten_deep", spy)
+        page = extract(("<i>" * n).encode(), f"{SITE}/")
+        assert called == [3 * n] and page.links == []
+        extract(("<i>" * (n - 1) + "<i").encode(), f"{SITE}/")
+        assert called == [3 * n]
+
+
 def test_depth_guard_false_alarm_changes_nothing() -> None:
     # Thousands of unclosed <p>/<li> trip the cheap estimate; the tokenizer model knows
     # they close each other and leaves the text alone.
