@@ -75,6 +75,40 @@ def test_seeds_file_bad_line_names_its_number(tmp_path: Path) -> None:
         read_seeds(argparse.Namespace(seeds_file=str(f)))
 
 
+@pytest.mark.parametrize(
+    "seed", ["-", "*", "*.example.org", "a..b", "*.a.test:8080", "-:80", "a.test\tb", "//-/"]
+)
+def test_bare_names_that_are_no_host_name_are_refused(seed: str) -> None:
+    # the WHATWG parser takes https://*.example.org/ and https://-/: a bare seed must be a name
+    with pytest.raises(ConfigError, match="not an http"):
+        seed_url(seed)
+
+
+@pytest.mark.parametrize(
+    "seed, url",
+    [
+        ("exa_mple.test", "https://exa_mple.test/"),
+        ("xn--bcher-kva.test", "https://xn--bcher-kva.test/"),
+        ("bücher.test/a b", "https://bücher.test/a b"),
+        ("127.0.0.1:8093", "https://127.0.0.1:8093/"),
+        ("[::1]", "https://[::1]/"),
+    ],
+)
+def test_bare_names_with_odd_but_valid_hosts_are_kept(seed: str, url: str) -> None:
+    assert seed_url(seed) == url
+
+
+def test_seeds_file_comment_after_a_seed_is_not_part_of_it(tmp_path: Path) -> None:
+    # "URL  # note" once became the seed http://a.test:8093/%20%20 (a 404 page), silently
+    f = tmp_path / "seeds.txt"
+    f.write_text("http://a.test:8093/  # home\nb.test\t# second\nhttp://c.test/x#frag\n")
+    assert read_seeds(argparse.Namespace(seeds_file=str(f))) == [
+        "http://a.test:8093/",
+        "https://b.test/",
+        "http://c.test/x#frag",
+    ]
+
+
 def test_seeds_file_dash_reads_stdin(monkeypatch: pytest.MonkeyPatch) -> None:
     import io
 
