@@ -194,6 +194,7 @@ def load_state(out_dir: Path) -> CrawlSettings:
     path = out_dir / STATE_FILE
     if not path.exists():
         raise StateError(f"no crawl to resume in {out_dir} (state.json missing)")
+    _refuse_process_folder(out_dir)
     data = read_json(path)
     fmt = data.get("format") if isinstance(data, dict) else None
     if fmt != FORMAT_VERSION:
@@ -205,6 +206,22 @@ def load_state(out_dir: Path) -> CrawlSettings:
         return settings_from_dict(data["settings"])
     except (KeyError, TypeError, ValueError, AttributeError, ConfigError) as exc:
         raise StateError(f"{path} is damaged ({type(exc).__name__}: {exc})") from None
+
+
+def _refuse_process_folder(out_dir: Path) -> None:
+    """Refuse ``OUT/shards/K`` of a ``--processes`` crawl: resumed alone, it would crawl every
+    host as a one-process crawl into the shard and the whole crawl's next resume would merge
+    those pages again (the same URLs twice in pages.jsonl).
+
+    Raises:
+        StateError: naming the crawl folder to give instead.
+    """
+    parent = out_dir.absolute().parent
+    if parent.name == "shards" and (parent.parent / STATE_FILE).exists():  # sharding.SHARDS_DIR
+        raise StateError(
+            f"{out_dir} is the folder of process {out_dir.absolute().name} of the crawl in "
+            f"{parent.parent}: give that folder instead"
+        )
 
 
 #: Settings that define *what* is crawled: they may not change on resume.
