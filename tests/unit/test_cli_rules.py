@@ -138,6 +138,33 @@ def test_output_flag_rule(capsys: pytest.CaptureFixture[str]) -> None:
     assert "use --out DIR" in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["crawl", "x.test"],
+        ["crawl", "--resume"],
+        ["fetch", "--urls", "list.txt"],
+        ["extract", "a.warc.gz"],
+        ["check-links", "x.test"],
+        ["merge", "crawl-1"],
+        ["worker", "redis://127.0.0.1:1/0"],
+    ],
+)
+def test_an_empty_out_is_one_flag_error(
+    command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --out "" (an unset variable) was "CrawlSettings.out_dir must be a folder path", and
+    # `skitter merge X --out ""` merged into the current folder (Path("") is ".")
+    with pytest.raises(SystemExit) as e:
+        build_parser().parse_args([*command, "--out", ""])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"skitter {command[0]}: error: argument --out{'/-o' if command[0] == 'worker' else ''}: "
+        "an output folder name is needed, got ''"
+    ]
+
+
 # ---------------------------------------------------------- fault 6: --resolve IDNA and case
 
 
