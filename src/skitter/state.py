@@ -151,8 +151,14 @@ def settings_from_dict(data: dict[str, Any]) -> CrawlSettings:
     return result
 
 
+#: What a crawl killed while starting, before state.json, can have left (the write probe, the
+#: temporary state.json): nothing to resume, so the same command may start again there.
+_START_LEFTOVERS = frozenset({".write-test", STATE_FILE + ".tmp"})
+
+
 def prepare_new_out_dir(out_dir: Path) -> None:
-    """Create ``out_dir`` for a new crawl.
+    """Create ``out_dir`` for a new crawl (a folder holding only :data:`_START_LEFTOVERS`
+    counts as empty).
 
     Raises:
         StateError: the folder exists and is not empty (a new crawl never mixes with an old one),
@@ -161,7 +167,7 @@ def prepare_new_out_dir(out_dir: Path) -> None:
     if out_dir.exists():
         if not out_dir.is_dir():
             raise StateError(f"output path {out_dir} exists and is not a folder")
-        if any(out_dir.iterdir()):
+        if any(f.name not in _START_LEFTOVERS for f in out_dir.iterdir()):
             if (out_dir / STATE_FILE).exists():
                 raise StateError(
                     f"output folder {out_dir} holds a crawl; continue it with "

@@ -165,6 +165,23 @@ def test_an_empty_out_is_one_flag_error(
     ]
 
 
+def test_a_crawl_killed_before_its_state_can_start_again(tmp_path: Path) -> None:
+    # kill -9 between the folder's write probe and state.json left .write-test (or
+    # state.json.tmp): resume said "state.json missing", the same command "not empty"
+    from skitter.errors import StateError
+    from skitter.state import prepare_new_out_dir
+
+    out = tmp_path / "crawl"
+    out.mkdir()
+    (out / ".write-test").write_bytes(b"")
+    (out / "state.json.tmp").write_text('{"format": 2, "sett')
+    prepare_new_out_dir(out)  # accepted
+    assert [f.name for f in out.iterdir()] == ["state.json.tmp"]  # the probe is removed
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(StateError, match="is not empty"):
+        prepare_new_out_dir(out)
+
+
 # ---------------------------------------------------------- fault 6: --resolve IDNA and case
 
 
