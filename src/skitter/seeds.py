@@ -11,12 +11,17 @@ import re
 
 from skitter.errors import ConfigError
 
-__all__ = ["canonical_host", "read_seed_lines", "seed_url"]
+__all__ = ["canonical_host", "list_line", "read_seed_lines", "seed_url"]
 
 #: RFC 3986 §3.1 scheme, then ":".
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
 #: ``name:port``, ``name:port/path``, ``name:port?q`` -- digits after the colon.
 _NAME_PORT = re.compile(r"^[^:/?#\s]+:\d{1,5}(?:[/?#]|$)")
+#: A comment in a seeds or URL list line: ``#`` at its start or after white space.
+_COMMENT = re.compile(r"(?:^|\s)#.*$")
+#: One label of a bare host name as canonical form spells it (punycode, lower case): letters,
+#: digits, ``-`` and ``_``, with at least one letter or digit (``-``, ``*``, empty labels: no).
+_LABEL = re.compile(r"^[a-z0-9_-]*[a-z0-9][a-z0-9_-]*$")
 
 
 def seed_url(text: str) -> str:
@@ -24,7 +29,8 @@ def seed_url(text: str) -> str:
 
     * ``http://…`` / ``https://…``: the URL itself (WHATWG URL Standard parsing);
     * a bare name ``example.org`` → ``https://example.org/``; with a path
-      ``example.org/a`` → ``https://example.org/a``;
+      ``example.org/a`` → ``https://example.org/a``; its labels are letters, digits, ``-``
+      and ``_`` (or it is an IP literal): ``*.example.org``, ``-``, ``a..b`` are refused;
     * ``name:port`` and ``name:port/path`` (digits after the colon, like curl and wget):
       host and port → ``https://name:port/…``;
     * any other ``scheme:`` (``mailto:a@b.test``, ``ftp://…``, ``tel:…``, ``javascript:…``)
@@ -39,19 +45,44 @@ def seed_url(text: str) -> str:
         raise ConfigError(f"a seed must be a string, got {type(text).__name__}: {text!r}")
     s = text.strip()
     m = _SCHEME.match(s)
-    if m and not _NAME_PORT.match(s):
+    bare = not m or bool(_NAME_PORT.match(s))  # no scheme: a host name, maybe port and path
+    if m and not bare:
         url = s if m.group(1).lower() in ("http", "https") else ""
     elif s.startswith("//"):
         url = f"https:{s}"
     else:
         url = f"https://{s}" if any(c in s for c in "/?#") else f"https://{s}/"
-    if not s or not url or canonicalize(url) is None:
+    canon = canonicalize(url) if s and url else None
+    if canon is None or (bare and not _bare_host_ok(s, canon)):
         raise ConfigError(f"not an http(s) URL or domain name: {text!r}")
     return url
 
 
+def _bare_host_ok(seed: str, canon: str) -> bool:
+    """Whether a seed without a scheme names a host a user can mean: no white space in its
+    name (the URL parser would drop a tab), and an IP literal or labels of :data:`_LABEL`
+    (``*.example.org``, ``-``, ``a..b`` are refused, though the WHATWG parser would take them
+    in a URL)."""
+    from skitter.urls import hostname
+
+    if any(c.isspace() for c in re.split(r"[/?#]", seed.removeprefix("//"), maxsplit=1)[0]):
+        return False
+    host = hostname(canon)
+    if host.startswith("[") or host.replace(".", "").isdigit():
+        return True
+    return all(_LABEL.match(label) for label in host.split("."))
+
+
+def list_line(line: str) -> str:
+    """A line of a seeds file or URL list without its comment (``#`` at the start or after
+    white space: ``https://a.test/  # home`` is ``https://a.test/``; a fragment ``/x#y`` stays)
+    and surrounding white space; ``""`` for a blank or comment line."""
+    return _COMMENT.sub("", line).strip()
+
+
 def read_seed_lines(lines: list[str], source: str) -> list[str]:
-    """Seeds from the lines of a seeds file (blank lines and ``#`` comments skipped).
+    """Seeds from the lines of a seeds file (blank lines and ``#`` comments skipped,
+    :func:`list_line`).
 
     Args:
         lines: the file's lines.
@@ -62,8 +93,8 @@ def read_seed_lines(lines: list[str], source: str) -> list[str]:
     """
     seeds: list[str] = []
     for number, line in enumerate(lines, 1):
-        t = line.strip()
-        if not t or t.startswith("#"):
+        t = list_line(line)
+        if not t:
             continue
         try:
             seeds.append(seed_url(t))

@@ -151,8 +151,14 @@ def settings_from_dict(data: dict[str, Any]) -> CrawlSettings:
     return result
 
 
+#: What a crawl killed while starting, before state.json, can have left (the write probe, the
+#: temporary state.json): nothing to resume, so the same command may start again there.
+_START_LEFTOVERS = frozenset({".write-test", STATE_FILE + ".tmp"})
+
+
 def prepare_new_out_dir(out_dir: Path) -> None:
-    """Create ``out_dir`` for a new crawl.
+    """Create ``out_dir`` for a new crawl (a folder holding only :data:`_START_LEFTOVERS`
+    counts as empty).
 
     Raises:
         StateError: the folder exists and is not empty (a new crawl never mixes with an old one),
@@ -161,7 +167,7 @@ def prepare_new_out_dir(out_dir: Path) -> None:
     if out_dir.exists():
         if not out_dir.is_dir():
             raise StateError(f"output path {out_dir} exists and is not a folder")
-        if any(out_dir.iterdir()):
+        if any(f.name not in _START_LEFTOVERS for f in out_dir.iterdir()):
             if (out_dir / STATE_FILE).exists():
                 raise StateError(
                     f"output folder {out_dir} holds a crawl; continue it with "
@@ -194,6 +200,7 @@ def load_state(out_dir: Path) -> CrawlSettings:
     path = out_dir / STATE_FILE
     if not path.exists():
         raise StateError(f"no crawl to resume in {out_dir} (state.json missing)")
+    _refuse_process_folder(out_dir)
     data = read_json(path)
     fmt = data.get("format") if isinstance(data, dict) else None
     if fmt != FORMAT_VERSION:
@@ -205,6 +212,22 @@ def load_state(out_dir: Path) -> CrawlSettings:
         return settings_from_dict(data["settings"])
     except (KeyError, TypeError, ValueError, AttributeError, ConfigError) as exc:
         raise StateError(f"{path} is damaged ({type(exc).__name__}: {exc})") from None
+
+
+def _refuse_process_folder(out_dir: Path) -> None:
+    """Refuse ``OUT/shards/K`` of a ``--processes`` crawl: resumed alone, it would crawl every
+    host as a one-process crawl into the shard and the whole crawl's next resume would merge
+    those pages again (the same URLs twice in pages.jsonl).
+
+    Raises:
+        StateError: naming the crawl folder to give instead.
+    """
+    parent = out_dir.absolute().parent
+    if parent.name == "shards" and (parent.parent / STATE_FILE).exists():  # sharding.SHARDS_DIR
+        raise StateError(
+            f"{out_dir} is the folder of process {out_dir.absolute().name} of the crawl in "
+            f"{parent.parent}: give that folder instead"
+        )
 
 
 #: Settings that define *what* is crawled: they may not change on resume.

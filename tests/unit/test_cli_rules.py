@@ -75,6 +75,40 @@ def test_seeds_file_bad_line_names_its_number(tmp_path: Path) -> None:
         read_seeds(argparse.Namespace(seeds_file=str(f)))
 
 
+@pytest.mark.parametrize(
+    "seed", ["-", "*", "*.example.org", "a..b", "*.a.test:8080", "-:80", "a.test\tb", "//-/"]
+)
+def test_bare_names_that_are_no_host_name_are_refused(seed: str) -> None:
+    # the WHATWG parser takes https://*.example.org/ and https://-/: a bare seed must be a name
+    with pytest.raises(ConfigError, match="not an http"):
+        seed_url(seed)
+
+
+@pytest.mark.parametrize(
+    "seed, url",
+    [
+        ("exa_mple.test", "https://exa_mple.test/"),
+        ("xn--bcher-kva.test", "https://xn--bcher-kva.test/"),
+        ("bücher.test/a b", "https://bücher.test/a b"),
+        ("127.0.0.1:8093", "https://127.0.0.1:8093/"),
+        ("[::1]", "https://[::1]/"),
+    ],
+)
+def test_bare_names_with_odd_but_valid_hosts_are_kept(seed: str, url: str) -> None:
+    assert seed_url(seed) == url
+
+
+def test_seeds_file_comment_after_a_seed_is_not_part_of_it(tmp_path: Path) -> None:
+    # "URL  # note" once became the seed http://a.test:8093/%20%20 (a 404 page), silently
+    f = tmp_path / "seeds.txt"
+    f.write_text("http://a.test:8093/  # home\nb.test\t# second\nhttp://c.test/x#frag\n")
+    assert read_seeds(argparse.Namespace(seeds_file=str(f))) == [
+        "http://a.test:8093/",
+        "https://b.test/",
+        "http://c.test/x#frag",
+    ]
+
+
 def test_seeds_file_dash_reads_stdin(monkeypatch: pytest.MonkeyPatch) -> None:
     import io
 
@@ -102,6 +136,50 @@ def test_output_flag_rule(capsys: pytest.CaptureFixture[str]) -> None:
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert "use --out DIR" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["crawl", "x.test"],
+        ["crawl", "--resume"],
+        ["fetch", "--urls", "list.txt"],
+        ["extract", "a.warc.gz"],
+        ["check-links", "x.test"],
+        ["merge", "crawl-1"],
+        ["worker", "redis://127.0.0.1:1/0"],
+    ],
+)
+def test_an_empty_out_is_one_flag_error(
+    command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --out "" (an unset variable) was "CrawlSettings.out_dir must be a folder path", and
+    # `skitter merge X --out ""` merged into the current folder (Path("") is ".")
+    with pytest.raises(SystemExit) as e:
+        build_parser().parse_args([*command, "--out", ""])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"skitter {command[0]}: error: argument --out{'/-o' if command[0] == 'worker' else ''}: "
+        "an output folder name is needed, got ''"
+    ]
+
+
+def test_a_crawl_killed_before_its_state_can_start_again(tmp_path: Path) -> None:
+    # kill -9 between the folder's write probe and state.json left .write-test (or
+    # state.json.tmp): resume said "state.json missing", the same command "not empty"
+    from skitter.errors import StateError
+    from skitter.state import prepare_new_out_dir
+
+    out = tmp_path / "crawl"
+    out.mkdir()
+    (out / ".write-test").write_bytes(b"")
+    (out / "state.json.tmp").write_text('{"format": 2, "sett')
+    prepare_new_out_dir(out)  # accepted
+    assert [f.name for f in out.iterdir()] == ["state.json.tmp"]  # the probe is removed
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(StateError, match="is not empty"):
+        prepare_new_out_dir(out)
 
 
 # ---------------------------------------------------------- fault 6: --resolve IDNA and case

@@ -20,6 +20,14 @@ def test_non_utf8_list_is_a_config_error(tmp_path: Path) -> None:
         read_url_list(f, str(p))
 
 
+def test_comment_after_a_url_is_not_part_of_it() -> None:
+    # "URL  # note" was fetched as http://a.test/%20%20 (a 404), not as http://a.test/
+    import io
+
+    f = io.StringIO("http://a.test/  # home\n# all\nhttp://b.test/x#frag\n")
+    assert read_url_list(f, "list.txt") == ["http://a.test/", "http://b.test/x#frag"]
+
+
 @pytest.mark.parametrize("stdin", [False, True])
 def test_fetch_with_a_binary_list_exits_2_with_one_line(tmp_path: Path, stdin: bool) -> None:
     p = tmp_path / "list.bin"

@@ -237,6 +237,41 @@ def test_a_memory_frontier_crawl_is_not_resumed(tmp_path: Path) -> None:
         run_processes(s)
 
 
+def test_a_process_folder_is_not_resumed_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `crawl --resume --out OUT/shards/0` once ran the shard as a whole one-process crawl (every
+    # host, into the shard), and OUT's next resume merged those pages again: URLs twice
+    from dataclasses import replace
+
+    from skitter.cli import main
+    from skitter.errors import StateError
+    from skitter.settings import CrawlSettings
+    from skitter.state import load_state, save_state
+
+    out = tmp_path / "crawl"
+    whole = CrawlSettings(out_dir=str(out), seeds=("http://a.test/",), processes=2)
+    out.mkdir()
+    save_state(out, whole)
+    shard = shard_dir(out, 0)
+    shard.mkdir(parents=True)
+    save_state(shard, replace(whole, out_dir=str(shard), processes=1))
+    assert load_state(out).processes == 2  # the crawl folder itself resumes
+    with pytest.raises(StateError, match=f"process 0 of the crawl in {out}: give that folder"):
+        load_state(shard)
+    before = sorted(shard.iterdir())
+    assert main(["crawl", "--resume", "--out", str(shard)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"skitter: error: {shard} is the folder of process 0 of the crawl in {out}: "
+                   "give that folder instead"]  # fmt: skip
+    assert sorted(shard.iterdir()) == before  # nothing written into the shard
+    # a folder that merely is named shards/K, with no crawl above it, is a crawl of its own
+    lone = tmp_path / "x" / "shards" / "3"
+    lone.mkdir(parents=True)
+    save_state(lone, replace(whole, out_dir=str(lone), processes=1))
+    assert load_state(lone).processes == 1
+
+
 def test_hand_off_line_carries_the_redirect_meta() -> None:
     from skitter.sharding import decode_line
 

@@ -18,6 +18,7 @@ from skitter.cli.common import (
     add_status_flags,
     check_output_file,
     finished_report,
+    folder,
     os_error_line,
     output_failure_line,
     plural,
@@ -89,6 +90,7 @@ def add_parser(sub: Any) -> None:
     c.add_argument(
         "--out",
         metavar="DIR",
+        type=folder,
         help="keep the check's state and journals here (default: a temporary folder, "
         "removed at the end); a later check in DIR reuses external verdicts",
     )

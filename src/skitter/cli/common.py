@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 from skitter.cli.flag_types import at_least_one as at_least_one
 from skitter.cli.flag_types import deadline as deadline
 from skitter.cli.flag_types import duration as duration
+from skitter.cli.flag_types import folder as folder
 from skitter.cli.flag_types import header as header
 from skitter.cli.flag_types import limit_or_off as limit_or_off
 from skitter.cli.flag_types import positive_float as positive_float
@@ -329,7 +330,7 @@ def add_out_folder_flag(c: argparse.ArgumentParser, help_text: str, required: bo
     """The output-flag rule of every command: ``--out DIR`` (long only) is a folder,
     ``-o/--output FILE`` is a file. A command without a file output gets a hidden ``-o``
     that says so in one line."""
-    c.add_argument("--out", metavar="DIR", required=required, help=help_text)
+    c.add_argument("--out", metavar="DIR", type=folder, required=required, help=help_text)
     c.add_argument("-o", "--output", nargs="?", action=NotAFolderFlag, help=argparse.SUPPRESS)
 
 

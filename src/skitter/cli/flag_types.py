@@ -45,6 +45,14 @@ def proxy(text: str) -> str:
     return text
 
 
+def folder(text: str) -> str:
+    """``--out DIR``: a folder name, not empty (``--out "$UNSET"`` would name the current
+    folder, or reach the settings' check as ``CrawlSettings.out_dir``)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"an output folder name is needed, got {text!r}")
+    return text
+
+
 def _whole(text: str, low: int) -> int:
     """A whole number >= ``low`` (argparse type errors otherwise)."""
     try:

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from skitter.cli.common import NotAFolderFlag
+from skitter.cli.common import NotAFolderFlag, folder
 from skitter.cli.outcome import error_exit
 from skitter.errors import SkitterError
 
@@ -27,7 +27,7 @@ def add_parser(sub: Any) -> None:
         "--out",
         metavar="MERGED",
         required=True,
-        type=Path,
+        type=lambda text: Path(folder(text)),  # not "": Path("") is the current folder
         help="folder for the merged files (created; a previous merge is replaced)",
     )
     # the output-flag rule: -o/--output is a file, and this command writes a folder

@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from skitter.cli.common import add_status_flags, positive_float
+from skitter.cli.common import add_status_flags, folder, positive_float
 from skitter.cli.crawl import _crawl
 from skitter.cli.outcome import failure_exit
 from skitter.errors import SkitterError
@@ -33,7 +33,9 @@ def add_parser(sub: Any) -> None:
         metavar="REDIS_URL",
         help="redis://HOST:PORT/DB (or rediss://, redis+cluster://)",
     )
-    p.add_argument("--out", "-o", metavar="DIR", required=True, help="this worker's output folder")
+    p.add_argument(
+        "--out", "-o", metavar="DIR", type=folder, required=True, help="this worker's output folder"
+    )
     p.add_argument(
         "--crawl-id",
         default="skitter",

@@ -7,13 +7,15 @@ from collections.abc import Iterable
 from typing import TextIO
 
 from skitter.errors import ConfigError
+from skitter.seeds import list_line
 from skitter.urls import canonicalize
 
 __all__ = ["read_url_list", "write_url_list"]
 
 
 def read_url_list(f: TextIO, name: str) -> list[str]:
-    """The URLs of a list, one a line (blank lines and ``#`` comments skipped), in order,
+    """The URLs of a list, one a line (blank lines and ``#`` comments skipped,
+    :func:`skitter.seeds.list_line`), in order,
     duplicates (same canonical URL) dropped.
 
     Raises:
@@ -30,8 +32,8 @@ def _read_url_list(f: TextIO, name: str) -> list[str]:
     urls: list[str] = []
     seen: set[str] = set()
     for lineno, line in enumerate(f, 1):
-        text = line.strip()
-        if not text or text.startswith("#"):
+        text = list_line(line)
+        if not text:
             continue
         canon = canonicalize(text)
         if canon is None:
