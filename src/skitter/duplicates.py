@@ -34,7 +34,7 @@ from skitter.dedup import Deduper, Duplicate, digest_key, simhash, simhash_hex, 
 from skitter.export.warc import WarcRevisit
 from skitter.settings import QualitySettings
 
-__all__ = ["DuplicateStage", "PageVerdict", "merge_blocks"]
+__all__ = ["DuplicateStage", "PageVerdict"]
 
 #: URLs listed per defence in report.json.
 MAX_REPORTED_URLS = 100
@@ -224,23 +224,3 @@ class DuplicateStage:
             "count": self.trapped,
             "urls": list(self._trapped_urls),
         }
-
-
-def merge_blocks(blocks: Iterable[dict[str, Any] | None]) -> dict[str, Any]:
-    """Merge the ``duplicates`` (or ``sitemaps``) blocks of several processes' reports:
-    integers summed, dicts merged key by key (per-host blocks are disjoint), lists united
-    (sorted), strings (the mode) kept from the first block."""
-    out: dict[str, Any] = {}
-    for block in blocks:
-        if not isinstance(block, dict):
-            continue
-        for k, v in block.items():
-            if isinstance(v, bool | str):
-                out.setdefault(k, v)
-            elif isinstance(v, int):
-                out[k] = int(out.get(k) or 0) + v
-            elif isinstance(v, dict):
-                out.setdefault(k, {}).update(v)
-            elif isinstance(v, list):
-                out[k] = sorted(set(out.get(k) or []) | {x for x in v if isinstance(x, str)})
-    return out
