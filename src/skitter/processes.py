@@ -20,9 +20,10 @@ Before forking, it also lays the parse lanes between the processes
 (:class:`skitter.parse_lanes.ParseMesh`): a process whose one busy host keeps its core busy
 sends pages to be parsed to the others, whose cores idle (no helper process: each would count
 a crawler's resident set once more). The coordinator itself imports none of the crawler's
-modules (event loop, HTTP client, parser, WARC writer, SQLite): each crawler process imports
-them after the fork, and the coordinator stays a small process (rust-doc, 2 processes: 58 MiB
-resident when it imported them for the crawlers to share).
+modules (event loop, HTTP client, parser, WARC writer, SQLite): a short-lived launcher
+imports them and forks the crawler processes, which share them and are adopted by the
+coordinator (:mod:`skitter.process_launch`); the coordinator stays small (rust-doc, 2
+processes: 29 MiB resident, 58 MiB when it imported them itself).
 
 WARC files are written by each process into ``OUT/`` as ``skitter-pK-*.warc.gz``. ``--resume``
 restarts the same N processes on their shards (N is fixed for the life of a crawl).
