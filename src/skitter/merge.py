@@ -9,13 +9,12 @@ import contextlib
 import json
 import os
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from skitter import __version__
-from skitter.duplicates import merge_blocks
 from skitter.errors import ConfigError, StateError
 from skitter.export.base import fsync_dir
 from skitter.export.linkfile import (
@@ -47,13 +46,13 @@ from skitter.urls import host_key
 __all__ = [
     "MERGED_FILE",
     "MergeSummary",
+    "merge_blocks",
     "merge_folders",
     "merge_sections",
     "merged_report",
     "merged_stats",
     "whole_lines_end",
 ]
-
 
 
 def merged_stats(out_dir: Path, count: int) -> Stats:
@@ -67,12 +66,32 @@ def merged_stats(out_dir: Path, count: int) -> Stats:
     return total
 
 
+def merge_blocks(blocks: Iterable[dict[str, Any] | None]) -> dict[str, Any]:
+    """Merge the ``duplicates`` (or ``sitemaps``) blocks of several processes' reports:
+    integers summed, dicts merged key by key (per-host blocks are disjoint), lists united
+    (sorted), strings (the mode) kept from the first block."""
+    out: dict[str, Any] = {}
+    for block in blocks:
+        if not isinstance(block, dict):
+            continue
+        for k, v in block.items():
+            if isinstance(v, bool | str):
+                out.setdefault(k, v)
+            elif isinstance(v, int):
+                out[k] = int(out.get(k) or 0) + v
+            elif isinstance(v, dict):
+                out.setdefault(k, {}).update(v)
+            elif isinstance(v, list):
+                out[k] = sorted(set(out.get(k) or []) | {x for x in v if isinstance(x, str)})
+    return out
+
+
 def merge_sections(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The per-section parts of several report.json files merged, as a dict to put in the
     merged report: ``robots`` per origin united (a later report's entry for an origin
     replaces an earlier one), ``traps`` counts summed with their first 100 URLs, the
     ``duplicates`` and ``sitemaps`` blocks (and ``recrawl`` when any report has one) merged by
-    :func:`skitter.duplicates.merge_blocks`, the ``focus``, ``concurrency`` and ``timeouts``
+    :func:`merge_blocks`, the ``focus``, ``concurrency`` and ``timeouts``
     sections by :func:`skitter.typefocus.merged_sections`. Used by the coordinator and by
     :func:`merge_folders`."""
     robots: dict[str, Any] = {}
@@ -108,7 +127,7 @@ def merged_report(
 ) -> dict[str, Any]:
     """report.json of a sharded crawl: the shards' reports merged (totals summed, robots
     per origin united, trap counts summed with their first 100 URLs, the duplicates,
-    sitemaps and recrawl blocks summed: :func:`skitter.duplicates.merge_blocks`)."""
+    sitemaps and recrawl blocks summed: :func:`merge_blocks`)."""
     stats = merged_stats(out_dir, settings.processes)
     reports = [_read_report(shard_dir(out_dir, k) / REPORT_FILE) for k in range(settings.processes)]
     sections = merge_sections([r for r in reports if r is not None])

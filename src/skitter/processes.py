@@ -19,7 +19,11 @@ through append-only files. The coordinator:
 Before forking, it also lays the parse lanes between the processes
 (:class:`skitter.parse_lanes.ParseMesh`): a process whose one busy host keeps its core busy
 sends pages to be parsed to the others, whose cores idle (no helper process: each would count
-a crawler's resident set once more).
+a crawler's resident set once more). The coordinator itself imports none of the crawler's
+modules (event loop, HTTP client, parser, WARC writer, SQLite): a short-lived launcher
+imports them and forks the crawler processes, which share them and are adopted by the
+coordinator (:mod:`skitter.process_launch`); the coordinator stays small (rust-doc, 2
+processes: 29 MiB resident, 58 MiB when it imported them itself).
 
 WARC files are written by each process into ``OUT/`` as ``skitter-pK-*.warc.gz``. ``--resume``
 restarts the same N processes on their shards (N is fixed for the life of a crawl).
@@ -27,7 +31,6 @@ restarts the same N processes on their shards (N is fixed for the life of a craw
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import fcntl
 import logging
@@ -40,17 +43,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection, wait
-from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from skitter.autotune import share_memory
 from skitter.errors import OutputError, SkitterError, StateError
 from skitter.export.linkfile import links_name
 from skitter.logs import set_process_index
 from skitter.merge import merged_report, merged_stats
 from skitter.parse_lanes import ParseMesh, serve
-from skitter.runtime import freeze_for_fork, tune_gc
+from skitter.process_launch import Child, adopted, launch, subreaper
+from skitter.runtime import tune_gc
 from skitter.settings import CrawlSettings
 from skitter.shard_cleanup import SHARD_JOURNALS, seal_finished
 from skitter.shard_merge import MERGE_FILE, Merger
@@ -112,6 +114,8 @@ def _worker_settings(settings: CrawlSettings, index: int, count: int) -> CrawlSe
     """Process ``index``'s settings: its shard folder and its share of the global
     concurrency (the per-IP limit is shared: :class:`skitter.sharding.IpSlots`). A shard
     that a killed run never got to create starts new."""
+    from skitter.autotune import share_memory
+
     p = settings.politeness
     sdir = shard_dir(settings.out_dir, index)
     resume = settings.resume
@@ -147,18 +151,6 @@ async def _worker_crawl(settings: CrawlSettings, link: ShardLink) -> dict[str, A
         return {"stop_reason": crawler.stop_reason, "finished": crawler.finished}
 
 
-def _preload_crawler() -> None:
-    """Import the crawler processes' modules here, before the fork: their code and objects are
-    then shared by every process (copy-on-write) rather than built by each one. Measured on the
-    many-hosts benchmark (200 hosts x 50 pages, 2 processes): the tree's PSS 118 MiB against
-    128 MiB when each crawler imports them, and each module is loaded once (the coordinator's
-    own RSS is ~11 MiB larger, so the tree's summed RSS is ~3.5 MiB larger)."""
-    import skitter.crawler
-    import skitter.events
-    import skitter.shard_peers
-    import skitter.status.host_journal  # noqa: F401
-
-
 def _worker_main(
     settings: CrawlSettings,
     index: int,
@@ -168,11 +160,18 @@ def _worker_main(
     start: Any,
     ip_slots: IpSlots,
     mesh: ParseMesh,
+    coordinator: int,
+    others: list[Connection],
+    launcher_fd: int,
 ) -> None:
-    """Body of crawler process ``index`` (started by fork): crawl its shard, then send
-    ``("done", {...})`` or ``("error", message, exit_code)`` and exit. Meanwhile it parses the
-    pages its siblings send when they are host-bound (:mod:`skitter.parse_lanes`)."""
-    _die_with_parent()
+    """Body of crawler process ``index`` (started by the launcher,
+    :mod:`skitter.process_launch`): crawl its shard, then send ``("done", {...})`` or
+    ``("error", message, exit_code)`` and exit. Meanwhile it parses the pages its siblings send
+    when they are host-bound (:mod:`skitter.parse_lanes`). ``others``: the pipe ends of the
+    coordinator and of the other processes, inherited and closed here."""
+    for end in others:
+        end.close()
+    _die_with_parent(coordinator, launcher_fd)
     parse_clients, parse_servers = mesh.bind(index)
     tune_gc()  # what the fork inherited is long-lived: keep it out of every collection
     # the coordinator handles signals and tells each process what to do
@@ -184,6 +183,8 @@ def _worker_main(
     link.parse_clients, link.parse_free = parse_clients, mesh.free
     set_process_index(index)  # log lines say pK
     serve(parse_servers)
+    import asyncio
+
     code = 0
     try:
         # (uvloop was measured: 3-5% more CPU per page than asyncio's loop here)
@@ -208,11 +209,14 @@ def _worker_main(
     sys.exit(code)
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(coordinator: int, launcher_fd: int) -> None:
     """Have the kernel SIGKILL this process when the coordinator dies (Linux
     ``PR_SET_PDEATHSIG``), as if the whole crawl had been killed: its state is crash-safe, and
-    a resume must not find a leftover process holding a shard."""
-    parent = os.getppid()
+    a resume must not find a leftover process holding a shard. (Once adopted by the
+    coordinator: see :func:`skitter.process_launch.adopted`.)"""
+    if not adopted(coordinator, launcher_fd):  # the coordinator died meanwhile
+        os._exit(1)
+    parent = coordinator
     with contextlib.suppress(OSError, AttributeError):
         import ctypes
 
@@ -264,7 +268,7 @@ class _Status(NamedTuple):
 @dataclass(slots=True)
 class _Worker:
     index: int
-    process: BaseProcess
+    process: Child
     conn: Connection
     status: _Status | None = None
     result: dict[str, Any] | None = None
@@ -367,11 +371,57 @@ def _coordinate(
     on_status: Callable[[dict[str, int]], None] | None,
 ) -> ProcessesOutcome:
     count = settings.processes
-    out_dir = Path(settings.out_dir)
     ctx = multiprocessing.get_context("fork")
     budget = PageBudget(ctx, count, settings.max_pages) if settings.max_pages is not None else None
     start = ctx.Barrier(count) if budget is not None else None
     ip_slots = IpSlots(ctx, settings.politeness.ip_concurrency)
+    mesh = ParseMesh.make(ctx, count)  # the crawlers parse each other's pages: no helpers
+    ends = [ctx.Pipe(duplex=True) for _ in range(count)]  # (coordinator's end, crawler's end)
+    coordinator = os.getpid()
+
+    def args(k: int) -> tuple[Any, ...]:
+        others = [e for pair in ends for e in pair if e is not ends[k][1]]
+        return (settings, k, count, ends[k][1], budget, start, ip_slots, mesh, coordinator,
+                others)  # fmt: skip
+
+    with subreaper():
+        try:
+            children = launch(ctx, count, _preload_crawler, _worker_main, args)
+        finally:
+            mesh.close()  # the crawlers hold their ends: a crawler's death closes its lanes
+            for _, child_end in ends:
+                child_end.close()
+        if len(children) < count:  # the launcher failed (out of memory, processes...)
+            for c in children:
+                c.kill()
+                c.join()
+            for parent_end, _ in ends:
+                parent_end.close()
+            raise OSError(f"could not start the {count} crawler processes")
+        workers = [_Worker(k, c, ends[k][0]) for k, c in enumerate(children)]
+        return _watch(settings, merger, on_status, workers, start)
+
+
+def _preload_crawler() -> None:
+    """Import the crawler processes' modules (in the launcher, before it forks them): their
+    code and objects are then shared by every crawler process (copy-on-write) rather than
+    built by each one, and the library pages touched only by the imports stay out of their
+    resident sets."""
+    import skitter.crawler
+    import skitter.events
+    import skitter.shard_peers
+    import skitter.status.host_journal  # noqa: F401
+
+
+def _watch(
+    settings: CrawlSettings,
+    merger: Merger,
+    on_status: Callable[[dict[str, int]], None] | None,
+    workers: list[_Worker],
+    start: Any,
+) -> ProcessesOutcome:
+    count = settings.processes
+    out_dir = Path(settings.out_dir)
     signals = 0
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -384,23 +434,6 @@ def _coordinate(
                 with contextlib.suppress(OSError):
                     w.conn.send("stop" if signals == 1 else "abort")
 
-    workers: list[_Worker] = []
-    _preload_crawler()
-    mesh = ParseMesh.make(ctx, count)  # the crawlers parse each other's pages: no helpers
-    freeze_for_fork()  # the imports stay shared with the crawler processes
-    try:
-        for k in range(count):
-            parent_end, child_end = ctx.Pipe(duplex=True)
-            proc = ctx.Process(
-                target=_worker_main,
-                args=(settings, k, count, child_end, budget, start, ip_slots, mesh),
-                name=f"skitter-crawler-{k}",
-            )
-            proc.start()
-            child_end.close()
-            workers.append(_Worker(k, proc, parent_end))
-    finally:
-        mesh.close()  # the crawlers hold their ends: a crawler's death closes its lanes
     tune_gc()  # the coordinator too: merging and the end's report make many short-lived objects
     old_handlers = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     started = time.monotonic()

@@ -167,13 +167,18 @@ def _exchanges(w: WarcWriter) -> None:
 
 
 @pytest.mark.parametrize("max_bytes", [1 << 30, 1])  # one file; rotated after each exchange
+@pytest.mark.parametrize("run_lines", [4096, 1, 2, 4])  # all in memory; spooled in sorted runs
 def test_index_made_while_writing_equals_the_index_read_back(
-    tmp_path: Path, max_bytes: int
+    tmp_path: Path, max_bytes: int, run_lines: int
 ) -> None:
-    indexer = CrawlIndexer()
+    indexer = CrawlIndexer(run_lines=run_lines)
     w = WarcWriter(tmp_path, max_bytes=max_bytes, on_file_done=indexer, on_record=indexer.on_record)
     _exchanges(w)
     w.close()
+    # the spool files are unnamed: only the WARC files and their indexes are in the folder
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        n for f in w.files for n in (Path(f).name, Path(cdxj_path_for(f)).name)
+    )
     assert len(w.files) == (1 if max_bytes > 1 else 6)
     total = 0
     for path in w.files:
@@ -181,6 +186,36 @@ def test_index_made_while_writing_equals_the_index_read_back(
         assert written == _mine(Path(path))
         total += len(written)
     assert total == 6  # every response and revisit
+
+
+KILLED_SCRIPT = """
+import os, signal, sys
+sys.path.insert(0, sys.argv[2])
+from skitter.export.warc import WarcWriter
+from skitter.offline.cdxj import CrawlIndexer
+from tests.offline.test_cdxj import _exchanges
+indexer = CrawlIndexer(run_lines=2)
+w = WarcWriter(sys.argv[1], on_file_done=indexer, on_record=indexer.on_record)
+_exchanges(w)
+w.sync()
+os.kill(os.getpid(), signal.SIGKILL)  # with 3 runs spooled and the file open
+"""
+
+
+def test_a_crawl_killed_with_a_spooled_index_leaves_no_spool_and_resume_indexes(
+    tmp_path: Path,
+) -> None:
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED_SCRIPT, str(tmp_path), str(root)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == -9, done.stderr
+    [warc] = [p for p in tmp_path.iterdir()]  # no index yet, no spool left behind
+    assert warc.name.endswith(".warc.gz")
+    assert index_missing(str(tmp_path), warc.name.split("-2")[0]) == [cdxj_path_for(str(warc))]
+    written = Path(cdxj_path_for(str(warc))).read_text().splitlines(keepends=True)
+    assert len(written) == 6 and written == _mine(warc)
 
 
 def test_a_record_that_cannot_be_indexed_makes_its_file_read_back(tmp_path: Path) -> None:

@@ -36,6 +36,24 @@ def test_exact_duplicate_with_equal_payload_gets_a_revisit() -> None:
     assert v3.duplicate is not None and v3.revisit is None
 
 
+def test_each_revisit_refers_to_its_own_originals_date() -> None:
+    """The captures (payload digest and WARC-Date packed in one bytes object a page) give each
+    duplicate its own original's date, and only for the same payload."""
+    st = DuplicateStage(QualitySettings())
+    for i in range(50):
+        body = PAGE + f"<!-- {i} -->".encode()
+        v = st.examine(f"http://a/{i}", "a", body, body, "text/html", True)
+        st.captured(f"http://a/{i}", v, f"2025-01-01T00:00:{i:02d}.123456Z")
+    for i in (0, 7, 49):
+        body = PAGE + f"<!-- {i} -->".encode()
+        dup = st.examine(f"http://b/{i}", "a", body, body, "text/html", True)
+        assert dup.revisit is not None
+        assert dup.revisit.refers_to_uri == f"http://a/{i}"
+        assert dup.revisit.refers_to_date == f"2025-01-01T00:00:{i:02d}.123456Z"
+        wire = gzip.compress(body)  # the same page, another payload: no revisit
+        assert st.examine(f"http://c/{i}", "a", body, wire, "text/html", True).revisit is None
+
+
 def test_payload_digest_is_the_body_digest_without_content_coding() -> None:
     st = DuplicateStage(QualitySettings())
     plain = st.examine("http://a/1", "a", PAGE, PAGE, "text/html", True)

@@ -85,8 +85,8 @@ def test_top_level_help_still_lists_every_command() -> None:
 
 def test_crawl_command_module_does_not_import_the_crawler() -> None:
     """Importing the crawl command (or the coordinator of --processes) does not import the
-    crawler and its HTTP client: they are imported where used (a one-process crawl, the
-    coordinator just before it forks)."""
+    crawler, its HTTP client or its event loop: they are imported where used (a one-process
+    crawl, each crawler process after the fork)."""
     script = (
         "import json, sys\nimport skitter.cli.crawl, skitter.processes, skitter.merge\n"
         "print(json.dumps(sorted(sys.modules)))"
@@ -96,36 +96,48 @@ def test_crawl_command_module_does_not_import_the_crawler() -> None:
     )
     modules = set(json.loads(done.stdout.strip().splitlines()[-1]))
     assert "skitter.processes" in modules
-    assert not {"skitter.crawler", "aiohttp", "skitter.checklinks", "rich"} & modules
+    assert not {"skitter.crawler", "aiohttp", "asyncio", "skitter.checklinks", "rich"} & modules
 
 
-FORK_SCRIPT = """
+MERGE_SCRIPT = """
 import json, os, sys
-import multiprocessing.process as mp
-start = mp.BaseProcess.start
+from skitter.shard_merge import Merger
+step = Merger.step
 def dump(self):
-    if not os.environ.get("DUMPED"):
+    if not os.environ.get("DUMPED"):  # the first merge: the crawler processes are running
         os.environ["DUMPED"] = "1"
         with open(sys.argv[1], "w") as f:
             json.dump(sorted(sys.modules), f)
-    return start(self)
-mp.BaseProcess.start = dump
+    return step(self)
+Merger.step = dump
 from skitter.cli import main
 sys.exit(main(sys.argv[2:]))
 """
 
+#: What only a crawler process needs: the HTTP client, the parser, the WARC writer, the
+#: frontier's SQLite, the metrics, the event loop.
+CRAWLER_ONLY = {
+    "skitter.crawler", "skitter.worker", "skitter.shard_peers", "skitter.fetch", "aiohttp",
+    "asyncio", "selectolax", "resiliparse", "fastwarc", "isal", "sqlite3", "rbloom",
+    "prometheus_client", "skitter.status.metrics", "skitter.duplicates", "skitter.export.warc",
+}  # fmt: skip
 
-def test_coordinator_imports_the_crawler_before_it_forks(tmp_path: Path) -> None:
-    """The crawler's modules are imported by the coordinator before the first fork, so the
-    crawler processes share them (copy-on-write) instead of each building its own."""
-    at_fork = tmp_path / "modules.json"
+
+def test_coordinator_imports_no_crawler_module(tmp_path: Path) -> None:
+    """The coordinator of --processes runs the crawl without the crawler's modules (each crawler
+    process imports them after the fork): every page a process maps counts in its resident
+    set, and the tree's summed RSS is what --processes costs the machine."""
+    at_merge = tmp_path / "modules.json"
     argv = ["crawl", "http://127.0.0.1:9/", "--out", str(tmp_path / "out"), "--quiet",
             "--max-pages", "1", "--retries", "0", "--processes", "2"]  # fmt: skip
     done = subprocess.run(
-        [sys.executable, "-c", FORK_SCRIPT, str(at_fork), *argv],
+        [sys.executable, "-c", MERGE_SCRIPT, str(at_merge), *argv],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 4, done.stderr  # the crawl ran: no seed answered
-    modules = set(json.loads(at_fork.read_text()))
-    assert {"skitter.crawler", "skitter.shard_peers", "aiohttp"} <= modules
+    modules = set(json.loads(at_merge.read_text()))
+    assert "skitter.processes" in modules and "skitter.shard_merge" in modules
+    loaded = {m for m in modules if m.split(".")[0] in CRAWLER_ONLY or m in CRAWLER_ONLY}
+    loaded |= {m for m in modules if any(m.startswith(c + ".") for c in CRAWLER_ONLY)}
+    assert loaded == set()
     assert _optional_loaded(modules) == []

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -225,17 +224,24 @@ def _crawl_processes(
     on no terminal, a stats line every ``stats_interval_s`` (0 = off)."""
     import time
 
-    from skitter.cli.progress import stats_line
+    from skitter.cli.outcome import stats_line
     from skitter.processes import run_processes
-    from skitter.status.journal import JournalSource
 
     if TYPE_CHECKING:
+        from skitter.status.journal import JournalSource
         from skitter.status.server import ServerThread
     p = settings.politeness
-    source = JournalSource(settings.out_dir, delay_s=p.delay_s, target=settings.max_pages)
     show = not settings.quiet and sys.stderr.isatty()
+    # followed only for a reader (the display, the status page): the coordinator keeps no
+    # crawl metrics otherwise (it stays small: its resident set adds to the crawlers')
+    source: JournalSource | None = None
+    if show or status.port is not None:
+        from skitter.status.journal import JournalSource
+
+        source = JournalSource(settings.out_dir, delay_s=p.delay_s, target=settings.max_pages)
     thread: ServerThread | None = None
     if status.port is not None:
+        assert source is not None
         from skitter.status.server import ServerThread, StatusServer  # aiohttp.web
 
         thread = ServerThread(
@@ -252,7 +258,8 @@ def _crawl_processes(
 
     def on_status(t: dict[str, int]) -> None:
         nonlocal live, meter, url_written, last_stats
-        source.update(t)
+        if source is not None:
+            source.update(t)
         if thread is not None and not url_written:  # the output folder is ready now
             url_written = True
             announce(thread.server, settings.out_dir, quiet=True)
@@ -264,7 +271,7 @@ def _crawl_processes(
                            t.get("inflight", 0), t.get("errors", 0)),
                 file=sys.stderr, flush=True,
             )  # fmt: skip
-        if not show:
+        if not show or source is None:
             return
         if live is None:
             from rich.console import Console
@@ -286,7 +293,8 @@ def _crawl_processes(
     finally:
         if live is not None:
             live.stop()
-        source.finish()
+        if source is not None:
+            source.finish()
         if thread is not None:
             thread.stop()
     if outcome.error is not None:
@@ -374,9 +382,13 @@ def run(args: argparse.Namespace) -> int:
         ScopeRule(settings.scope, [u for u in map(canonicalize, settings.seeds) if u])
         status = StatusOptions.from_args(args)
         if getattr(args, "levels", False) or (settings.resume and _is_levels_crawl(args.out)):
+            import asyncio
+
             return asyncio.run(_crawl_levels(settings))
         if settings.processes > 1:
             return _crawl_processes(settings, status, getattr(args, "stats_interval", 60.0))
+        import asyncio
+
         tune_gc()
         return asyncio.run(_crawl(settings, status, getattr(args, "stats_interval", 60.0)))
     except (SkitterError, OSError, KeyboardInterrupt) as exc:

@@ -27,6 +27,7 @@ __all__ = [
     "os_error_line",
     "output_failure_line",
     "plural",
+    "stats_line",
     "summary_lines",
     "write_stdout",
 ]
@@ -72,6 +73,15 @@ def os_error_line(exc: OSError) -> str:
 def plural(n: int, word: str, many: str | None = None) -> str:
     """``"1 URL"``, ``"2 URLs"`` (thousands separated)."""
     return f"{n:,} {word if n == 1 else (many or word + 's')}"
+
+
+def stats_line(records: int, rate: float, queued: int, inflight: int, errors: int) -> str:
+    """The periodic ``--stats-interval`` line (stderr not a terminal), as Scrapy's
+    (``rate`` in pages per second)."""
+    return (
+        f"skitter: stats: {plural(records, 'page')} ({rate:,.1f} pages/s), {queued:,} queued, "
+        f"{inflight:,} in flight, {plural(errors, 'error')}"
+    )
 
 
 def no_seed_answered(totals: dict[str, Any]) -> bool:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from skitter.cli.outcome import stats_line as stats_line
 from skitter.stats import StatsSnapshot
 from skitter.status.source import StatusSource
 
@@ -17,16 +18,6 @@ if TYPE_CHECKING:
     from skitter.crawler import Crawler
     from skitter.settings import CrawlSettings
     from skitter.status.session import StatusOptions
-
-
-def stats_line(records: int, rate: float, queued: int, inflight: int, errors: int) -> str:
-    """The periodic ``--stats-interval`` line (stderr not a terminal), as Scrapy's."""
-    from skitter.cli.common import plural
-
-    return (
-        f"skitter: stats: {plural(records, 'page')} ({rate:,.1f} pages/s), {queued:,} queued, "
-        f"{inflight:,} in flight, {plural(errors, 'error')}"
-    )
 
 
 class Progress:

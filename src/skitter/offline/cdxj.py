@@ -29,12 +29,14 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import heapq
 import json
 import logging
 import os
 import re
+import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -264,7 +266,7 @@ def write_index(
     return result
 
 
-def _write_lines(out: str, lines: list[str]) -> None:
+def _write_lines(out: str, lines: Iterable[str]) -> None:
     """Write ``lines`` to ``out`` atomically (temp file, fsync, rename).
 
     Raises:
@@ -283,6 +285,67 @@ def _write_lines(out: str, lines: list[str]) -> None:
         raise
 
 
+#: Index lines of a WARC file kept in memory; past this many they are sorted and written to
+#: the file's spool as one run (:class:`_Spool`), about 1.5 MB at rust-doc's ~380 bytes a line.
+SPOOL_RUN_LINES = 4096
+
+
+class _Spool:
+    """The index lines of one WARC file being written, in bounded memory: up to ``run_lines``
+    in a list, the rest in sorted runs in an unnamed temporary file beside the WARC file
+    (``O_TMPFILE``: never seen in the folder, gone when closed or the process is killed; the
+    index of a killed crawl's file is read back from the file on resume,
+    :func:`index_missing`). :meth:`sorted_lines` merges the runs (``heapq.merge``): the same
+    lines in the same order as ``sorted()`` of them all. Measured on rust-doc (21,663
+    pages, one WARC file): the lines held in memory were 7.4 MB of the busy crawler's heap.
+    """
+
+    def __init__(self, warc_path: str, run_lines: int) -> None:
+        self._dir = os.path.dirname(warc_path) or "."
+        self._run_lines = run_lines
+        self._buf: list[str] = []
+        self._runs: list[tuple[int, int]] = []  # (offset, bytes) in the spool file
+        self._file: Any = None
+
+    def add(self, line: str) -> None:
+        self._buf.append(line)
+        if len(self._buf) >= self._run_lines:
+            if self._file is None:
+                self._file = tempfile.TemporaryFile(dir=self._dir)  # noqa: SIM115 (see close)
+            data = "".join(sorted(self._buf)).encode("utf-8", "surrogatepass")
+            start = self._file.seek(0, os.SEEK_END)
+            self._file.write(data)
+            self._runs.append((start, len(data)))
+            self._buf = []
+
+    def sorted_lines(self) -> Iterator[str]:
+        """Every line added, sorted."""
+        if self._file is None:
+            yield from sorted(self._buf)
+            return
+        self._file.flush()
+        runs = [self._run(start, size) for start, size in self._runs]
+        yield from heapq.merge(*runs, iter(sorted(self._buf)))
+
+    def _run(self, start: int, size: int) -> Iterator[str]:
+        fd = self._file.fileno()
+        pos, end, rest = start, start + size, b""
+        while pos < end:
+            chunk = os.pread(fd, min(64 * 1024, end - pos), pos)
+            if not chunk:
+                raise OSError(f"CDXJ spool of {self._dir} truncated")
+            pos += len(chunk)
+            *lines, rest = (rest + chunk).split(b"\n")
+            for line in lines:
+                yield line.decode("utf-8", "surrogatepass") + "\n"
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        self._buf = []
+
+
 class CrawlIndexer:
     """The crawl's WARC writer hooks: ``on_record`` indexes each response or revisit as it
     is written (the same line :func:`index_lines` would read back from the file, at a tenth
@@ -290,11 +353,16 @@ class CrawlIndexer:
     file is complete. A file whose records did not all go through ``on_record`` (a record
     that could not be indexed) is indexed by reading it back: in a background thread for a
     rotated file (the crawl goes on), at once for the last one, after the pending ones (so a
-    finished crawl has every index)."""
+    finished crawl has every index). The lines wait in a :class:`_Spool` (bounded memory).
 
-    def __init__(self) -> None:
+    Args:
+        run_lines: lines held in memory per file before a sorted run goes to disk.
+    """
+
+    def __init__(self, run_lines: int = SPOOL_RUN_LINES) -> None:
+        self._run_lines = run_lines
         self._threads: list[threading.Thread] = []
-        self._lines: dict[str, list[str]] = {}
+        self._lines: dict[str, _Spool] = {}
         self._unindexed: set[str] = set()  # files with a record not noted: read them back
 
     def on_record(self, warc_path: str, rec: RecordWritten) -> None:
@@ -316,20 +384,33 @@ class CrawlIndexer:
         except Exception as exc:  # never fail a crawl over its index: read the file later
             log.debug("CDXJ: %s read back at its end: %s", warc_path, exc)
             self._unindexed.add(warc_path)
-            self._lines.pop(warc_path, None)
+            spool = self._lines.pop(warc_path, None)
+            if spool is not None:
+                spool.close()
             return
         if got is not None:
-            self._lines.setdefault(warc_path, []).append(_line(got[0], got[1], rec.length))
+            spool = self._lines.get(warc_path)
+            if spool is None:
+                spool = self._lines[warc_path] = _Spool(warc_path, self._run_lines)
+            try:
+                spool.add(_line(got[0], got[1], rec.length))
+            except OSError as exc:  # (no room for the spool) read the file back at its end
+                log.debug("CDXJ: %s read back at its end: %s", warc_path, exc)
+                self._unindexed.add(warc_path)
+                self._lines.pop(warc_path).close()
 
     def __call__(self, warc_path: str, final: bool) -> None:
         """The ``on_file_done`` hook: write ``warc_path``'s index (see the class)."""
         self._threads = [t for t in self._threads if t.is_alive()]
-        lines = self._lines.pop(warc_path, None)
+        spool = self._lines.pop(warc_path, None)
         if warc_path not in self._unindexed:
             try:
-                _write_lines(cdxj_path_for(warc_path), sorted(lines or []))
+                _write_lines(cdxj_path_for(warc_path), spool.sorted_lines() if spool else [])
             except OSError as exc:
                 log.warning("CDXJ index of %s not written: %s", warc_path, exc)
+            finally:
+                if spool is not None:
+                    spool.close()
             return
         self._unindexed.discard(warc_path)
         if not final:

@@ -31,6 +31,7 @@ from prometheus_client.metrics_core import HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from skitter import __version__
+from skitter.status.source import status_class as status_class
 
 if TYPE_CHECKING:
     from skitter.report.rows import PageRow
@@ -42,16 +43,6 @@ DURATION_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 1
 
 #: Content type of the text exposition format.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-
-
-def status_class(status: int) -> str:
-    """The class label of an HTTP status: ``"2xx"`` for 200-299 ... (RFC 9110 §15); a status
-    outside 100-599 is ``"other"``.
-
-    >>> status_class(404)
-    '4xx'
-    """
-    return f"{status // 100}xx" if 100 <= status <= 599 else "other"
 
 
 class RecordCounts:

@@ -16,12 +16,22 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from skitter.status.metrics import CrawlMetrics, status_class
-
 if TYPE_CHECKING:
     from skitter.export.pages import PageRecord
+    from skitter.status.metrics import CrawlMetrics
 
-__all__ = ["HOST_FIELDS", "HostRow", "LiveState", "StatusSource", "Totals"]
+__all__ = ["HOST_FIELDS", "HostRow", "LiveState", "StatusSource", "Totals", "status_class"]
+
+
+def status_class(status: int) -> str:
+    """The class label of an HTTP status: ``"2xx"`` for 200-299 ... (RFC 9110 §15); a status
+    outside 100-599 is ``"other"``. (Here rather than in :mod:`skitter.status.metrics`, whose
+    prometheus_client a process that keeps no metrics does not load.)
+
+    >>> status_class(404)
+    '4xx'
+    """
+    return f"{status // 100}xx" if 100 <= status <= 599 else "other"
 
 
 @dataclass(slots=True)
@@ -168,7 +178,11 @@ class LiveState:
         self._link_decisions = link_decisions
         self._links_seen: Counter[str] = Counter()
         self._robots_default = "ignored" if ignore_robots else "unknown"
-        self.metrics = metrics if metrics is not None else CrawlMetrics()
+        if metrics is None:  # (prometheus_client: loaded by a crawl that keeps metrics only)
+            from skitter.status.metrics import CrawlMetrics
+
+            metrics = CrawlMetrics()
+        self.metrics = metrics
         self.state = "running"
         self.target = target
         self._counts = counts
