@@ -12,7 +12,8 @@ the client ends of its pairs ``(K, j)`` and the server ends of the pairs ``(i, K
 every other end (:meth:`ParseMesh.bind`; the coordinator closes all of them once the processes
 are started), so that when a process dies its ends close: a sibling waiting on it gets EOF.
 
-* Server side (:func:`serve`): one daemon thread per server end receives ``(fn, args)``, runs
+* Server side (:func:`serve`): one daemon thread per server end receives ``(fn, args, raw)``
+  (then one more message per index in ``raw``: the bytes of that argument, see below), runs
   ``fn(*args)`` and sends back ``("ok", result)`` or ``("error", exception)``, until EOF. The
   thread takes the GIL from its own process's loop only while it parses, which happens when the
   client is host-bound (its pages would otherwise queue behind one core).
@@ -20,6 +21,9 @@ are started), so that when a process dies its ends close: a sibling waiting on i
   one queue; one thread per client end sends a job, waits for its answer, sets the future. A
   lane that reaches EOF or an OS error fails its job and every later one with
   :class:`concurrent.futures.BrokenExecutor` (the parse stage then parses inline).
+* A ``bytes`` argument of :data:`RAW_BYTES_MIN` bytes or more (a large page's body) is not
+  pickled: it follows the call as a message of its own, written from the caller's object
+  (no copy) and read once by the server (one copy there, not two: the pickle and its load).
 
 Durability is not touched: a lane only returns what ``fn`` returns (a parsed
 :class:`~skitter.models.Page`); the client writes the rows and acks. Nothing is started here
@@ -39,9 +43,12 @@ from multiprocessing.connection import Connection
 from multiprocessing.context import BaseContext
 from typing import Any
 
-__all__ = ["LaneExecutor", "ParseMesh", "serve"]
+__all__ = ["RAW_BYTES_MIN", "LaneExecutor", "ParseMesh", "serve"]
 
 log = logging.getLogger("skitter")
+
+#: ``bytes`` arguments this large or larger are sent raw, not pickled (bytes; see module doc).
+RAW_BYTES_MIN = 256 * 1024
 
 
 @dataclass(slots=True)
@@ -106,7 +113,11 @@ def _serve_one(conn: Connection) -> None:
     """Answer the jobs arriving on ``conn`` until EOF (a daemon thread's body)."""
     try:
         while True:
-            fn, args = conn.recv()
+            fn, args, raw = conn.recv()
+            if raw:
+                args = list(args)
+                for i in raw:
+                    args[i] = conn.recv_bytes()
             try:
                 reply: tuple[str, Any] = ("ok", fn(*args))
             except Exception as exc:  # the client re-raises it, as for an inline parse
@@ -219,13 +230,19 @@ class LaneExecutor(concurrent.futures.Executor):
                 if self._broken:
                     fut.set_exception(concurrent.futures.BrokenExecutor("a parse lane broke"))
                     continue
+                raw = [i for i, a in enumerate(args) if type(a) is bytes and len(a) >= RAW_BYTES_MIN]
+                call = tuple(None if i in raw else a for i, a in enumerate(args)) if raw else args
                 try:
-                    conn.send((fn, args))  # pickled whole before a byte is written
+                    conn.send((fn, call, raw))  # pickled whole before a byte is written
                 except (EOFError, OSError):
                     pass  # the lane is broken: recv says so
                 except Exception as exc:  # the call cannot be pickled: its own error
                     fut.set_exception(exc)
                     continue
+                else:
+                    with contextlib.suppress(EOFError, OSError):  # broken: recv says so
+                        for i in raw:
+                            conn.send_bytes(args[i])  # from the caller's bytes: no copy
                 try:
                     kind, value = conn.recv()
                 except (EOFError, OSError) as exc:

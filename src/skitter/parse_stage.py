@@ -12,9 +12,10 @@ but no ready host (one busy host), so this process's core is the bottleneck whil
 processes' cores idle. With many ready hosts every process is busy with its own hosts and
 pages are parsed inline (no pickling cost). The siblings take at most ``2 × workers`` pages at
 once; past that the loop parses inline too, so both keep busy. Pages larger than
-:data:`skitter.html_chunks.SEGMENT_MIN_BYTES` are always parsed inline (segment by segment):
-a sibling would hold two more copies of their bytes (the pickle and its own), the jump in
-memory that segmenting avoids. Every :data:`TRIM_EVERY_BYTES` of HTML parsed in a process,
+:data:`skitter.html_chunks.SEGMENT_MIN_BYTES` go to a sibling too (rust-doc: its 46 pages over
+1 MiB were 15% of the busy process's time), parsed there segment by segment like here; their
+body is not pickled but sent as it is (:data:`skitter.parse_lanes.RAW_BYTES_MIN`), so the
+sibling holds one copy of it and this process none more. Every :data:`TRIM_EVERY_BYTES` of HTML parsed in a process,
 and after each page over :data:`TRIM_PAGE_BYTES`, the C heap is trimmed
 (:func:`skitter.runtime.trim_heap`); large blocks are mapped on their own
 (:func:`skitter.runtime.tune_heap`, set when a parse stage is made).
@@ -35,7 +36,6 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from skitter.html_chunks import SEGMENT_MIN_BYTES
 from skitter.models import Page
 from skitter.parse_lanes import LaneExecutor
 from skitter.runtime import trim_heap, tune_heap
@@ -135,15 +135,11 @@ class ParseStage:
             if self._pool is not None:
                 self._pool.set_free(value)
 
-    def _use_pool(self, size: int) -> LaneExecutor | None:
+    def _use_pool(self) -> LaneExecutor | None:
         if not self.workers or not self._host_bound or self._pending >= 2 * self.workers:
             return None
         if self._pool is None or not self._pool.peer_free():
             return None  # the siblings' cores are busy with their own hosts
-        if size > SEGMENT_MIN_BYTES:
-            # parsed here segment by segment (bounded memory, skitter.html_chunks): sent to a
-            # sibling, its bytes would be copied twice more (the pickle, the sibling's copy)
-            return None
         return self._pool
 
     async def parse(
@@ -154,7 +150,7 @@ class ParseStage:
         Raises what ``extract`` raises (a sibling's exception is re-raised here). An executor
         that broke (a sibling gone) is dropped: this and later pages are parsed inline.
         """
-        pool = self._use_pool(len(body))
+        pool = self._use_pool()
         remote = self.remote
         if pool is not None and remote is not None:
             self._pending += 1
