@@ -15,8 +15,8 @@ once; past that the loop parses inline too, so both keep busy. Pages larger than
 :data:`skitter.html_chunks.SEGMENT_MIN_BYTES` go to a sibling too (rust-doc: its 46 pages over
 1 MiB were 15% of the busy process's time), parsed there segment by segment like here; their
 body is not pickled but sent as it is (:data:`skitter.parse_lanes.RAW_BYTES_MIN`), so the
-sibling holds one copy of it and this process none more. Every :data:`TRIM_EVERY_BYTES` of HTML parsed in a process,
-and after each page over :data:`TRIM_PAGE_BYTES`, the C heap is trimmed
+sibling holds one copy of it and this process none more. Every :data:`TRIM_EVERY_BYTES` of
+HTML parsed in a process, and after each page over :data:`TRIM_PAGE_BYTES`, the C heap is trimmed
 (:func:`skitter.runtime.trim_heap`); large blocks are mapped on their own
 (:func:`skitter.runtime.tune_heap`, set when a parse stage is made).
 
@@ -27,7 +27,6 @@ the crawler process writes the rows and the record and acks, as before. A siblin
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import contextlib
 import logging
@@ -155,10 +154,9 @@ class ParseStage:
         if pool is not None and remote is not None:
             self._pending += 1
             try:
-                loop = asyncio.get_running_loop()
-                pid, page = await loop.run_in_executor(
-                    pool, _parse_job, remote, body, url, content_type, x_robots
-                )
+                pid: int
+                page: Page
+                pid, page = await pool.call(_parse_job, remote, body, url, content_type, x_robots)
                 self._elsewhere[pid] += 1
                 return page
             except concurrent.futures.BrokenExecutor:
@@ -185,10 +183,11 @@ class ParseStage:
         pool, self._pool = self._pool, None
         if pool is not None:
             with contextlib.suppress(Exception):
-                pool.shutdown(wait=False, cancel_futures=True)
+                pool.shutdown()
 
     def close(self) -> None:
-        """Stop using the siblings (idempotent; waits for the pages they are parsing)."""
+        """Stop using the siblings (idempotent; a page still sent to one is cancelled: the
+        crawl loop closes the stage once its pages are done)."""
         pool, self._pool = self._pool, None
         if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+            pool.shutdown()

@@ -67,7 +67,7 @@ def sibling() -> Iterator[tuple[BaseProcess, LaneExecutor]]:
     try:
         yield proc, lanes
     finally:
-        lanes.shutdown(wait=False, cancel_futures=True)
+        lanes.shutdown()
         proc.join(10)
         if proc.is_alive():
             proc.kill()
@@ -84,7 +84,7 @@ def _large_page() -> bytes:
     rows = []
     for i in range(SEGMENT_MIN_BYTES // 40):
         if i % 1000 == 7:
-            rows.append(b'<script>var s = "<a href=\'/no\'>";</script>')
+            rows.append(b"<script>var s = \"<a href='/no'>\";</script>")
         rel = b' rel="nofollow"' if i % 97 == 0 else b""
         rows.append(b'<p><a href="p%d.html#s%d"%s>page %d</a></p>\n' % (i % 4000, i, rel, i))
     return head + b"".join(rows) + b"</body></html>"
@@ -141,10 +141,23 @@ def test_large_bytes_arguments_are_sent_raw_and_arrive_whole(
     import hashlib
 
     _proc, lanes = sibling
-    bodies = [b"x" * (RAW_BYTES_MIN - 1), bytes(range(256)) * (RAW_BYTES_MIN // 128), b"", b"a"]
-    futs = [lanes.submit(_digest, body, f"t{i}") for i, body in enumerate(bodies)]
-    got = [f.result(timeout=60) for f in futs]
+    bodies = [b"x" * (RAW_BYTES_MIN - 1), bytes(range(256)) * (RAW_BYTES_MIN // 16), b"", b"a"]
+
+    async def run() -> list[Any]:  # all sent at once: queued in the lane, answered in order
+        return await asyncio.gather(
+            *(lanes.call(_digest, b, f"t{i}") for i, b in enumerate(bodies))
+        )
+
+    got = asyncio.run(run())
     assert got == [(hashlib.sha1(b).hexdigest(), len(b), f"t{i}") for i, b in enumerate(bodies)]
+
+    async def cancelled() -> Any:  # a cancelled call's answer is not taken for the next one's
+        first = asyncio.ensure_future(lanes.call(_digest, bodies[1], "gone"))
+        await asyncio.sleep(0)  # sent
+        first.cancel()
+        return await lanes.call(_digest, b"a", "next")
+
+    assert asyncio.run(cancelled()) == (hashlib.sha1(b"a").hexdigest(), 1, "next")
 
 
 def test_an_error_in_the_sibling_is_raised_here(
