@@ -314,14 +314,16 @@ class LaneExecutor:
                 head = 12
             if len(buf) < head + size:
                 return
-            with memoryview(buf) as view:
-                payload = bytes(view[head : head + size])
-            del buf[: head + size]
             fut = lane.waiting.popleft()
             try:
-                kind, value = ForkingPickler.loads(payload)
+                with memoryview(buf) as view:  # loaded in place: no copy of the answer
+                    kind, value = ForkingPickler.loads(view[head : head + size])
             except Exception as exc:  # read whole, but cannot be unpickled here
                 kind, value = "error", exc
+            if len(buf) == head + size:
+                buf = lane.inbuf = bytearray()  # (its storage is freed, not kept)
+            else:
+                del buf[: head + size]
             if fut.done():
                 continue  # its caller was cancelled
             if kind == "ok":

@@ -13,11 +13,12 @@ processes' cores idle. With many ready hosts every process is busy with its own 
 pages are parsed inline (no pickling cost). The siblings take at most ``2 × workers`` pages at
 once; past that the loop parses inline too, so both keep busy. Pages larger than
 :data:`skitter.html_chunks.SEGMENT_MIN_BYTES` go to a sibling too (rust-doc: its 46 pages over
-1 MiB were 15% of the busy process's time), parsed there segment by segment like here; their
-body is not pickled but sent as it is (:data:`skitter.parse_lanes.RAW_BYTES_MIN`), so the
-sibling holds one copy of it and this process none more. Every :data:`TRIM_EVERY_BYTES` of
-HTML parsed in a process, and after each page over :data:`TRIM_PAGE_BYTES`, the C heap is trimmed
-(:func:`skitter.runtime.trim_heap`); large blocks are mapped on their own
+1 MiB were 15% of the busy process's time), one at a time (another meanwhile is parsed here),
+parsed there segment by segment like here; their body is not pickled but sent as it is
+(:data:`skitter.parse_lanes.RAW_BYTES_MIN`), so the sibling holds one copy of it and this
+process none more. Every :data:`TRIM_EVERY_BYTES` of HTML parsed in a process, and after each
+page over :data:`TRIM_PAGE_BYTES`, the C heap is trimmed (:func:`skitter.runtime.trim_heap`);
+large blocks are mapped on their own
 (:func:`skitter.runtime.tune_heap`, set when a parse stage is made).
 
 Durability is not touched: a sibling only returns the parsed :class:`~skitter.models.Page`;
@@ -35,6 +36,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from skitter.html_chunks import SEGMENT_MIN_BYTES
 from skitter.models import Page
 from skitter.parse_lanes import LaneExecutor
 from skitter.runtime import trim_heap, tune_heap
@@ -116,6 +118,7 @@ class ParseStage:
         self._pool = executor
         self._host_bound = False
         self._pending = 0
+        self._large_out = False  # a page over SEGMENT_MIN_BYTES is in a sibling
         self._here = 0
         self._elsewhere: Counter[int] = Counter()
         self._trimmer = _Trimmer()
@@ -134,9 +137,11 @@ class ParseStage:
             if self._pool is not None:
                 self._pool.set_free(value)
 
-    def _use_pool(self) -> LaneExecutor | None:
+    def _use_pool(self, size: int) -> LaneExecutor | None:
         if not self.workers or not self._host_bound or self._pending >= 2 * self.workers:
             return None
+        if size > SEGMENT_MIN_BYTES and self._large_out:
+            return None  # one large body held for a sibling at a time: memory stays bounded
         if self._pool is None or not self._pool.peer_free():
             return None  # the siblings' cores are busy with their own hosts
         return self._pool
@@ -149,10 +154,12 @@ class ParseStage:
         Raises what ``extract`` raises (a sibling's exception is re-raised here). An executor
         that broke (a sibling gone) is dropped: this and later pages are parsed inline.
         """
-        pool = self._use_pool()
+        pool = self._use_pool(len(body))
         remote = self.remote
         if pool is not None and remote is not None:
             self._pending += 1
+            large = len(body) > SEGMENT_MIN_BYTES
+            self._large_out |= large
             try:
                 pid: int
                 page: Page
@@ -166,6 +173,8 @@ class ParseStage:
                 self._shutdown()
             finally:
                 self._pending -= 1
+                if large:
+                    self._large_out = False
         self._here += 1
         page = self.extract(body, url, content_type, x_robots)
         self._trimmer.parsed(len(body))

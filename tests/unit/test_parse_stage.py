@@ -133,6 +133,33 @@ def test_pages_are_parsed_by_the_sibling_when_host_bound_large_ones_too(
     assert proc.exitcode == 0
 
 
+def test_one_large_page_at_a_time_goes_to_the_sibling(
+    sibling: tuple[BaseProcess, LaneExecutor],
+) -> None:
+    """Two large pages at once: one body is held for the sibling, the other is parsed here
+    (memory: at most one large body waits for a sibling); both give the inline Page."""
+    proc, lanes = sibling
+    stage = ParseStage(FN, remote=FN, executor=lanes)
+    stage.host_bound = True
+    large = _large_page()
+    inline = FN(large, "http://a.test/d/big.html", "text/html", ())
+
+    async def run() -> None:
+        pages = await asyncio.gather(
+            stage.parse(large, "http://a.test/d/big.html", "text/html", ()),
+            stage.parse(large, "http://a.test/d/big.html", "text/html", ()),
+        )
+        assert pages == [inline, inline]
+        assert not stage._large_out
+        page = await stage.parse(large, "http://a.test/d/big.html", "text/html", ())
+        assert page == inline
+
+    run_closing(stage, run)
+    sections = stage.report_sections()["parse"]
+    assert sections["here"] == 1
+    assert sections["helpers"] == {str(proc.pid): 2}
+
+
 def test_large_bytes_arguments_are_sent_raw_and_arrive_whole(
     sibling: tuple[BaseProcess, LaneExecutor],
 ) -> None:
