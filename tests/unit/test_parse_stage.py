@@ -19,7 +19,7 @@ from skitter.html_chunks import SEGMENT_MIN_BYTES
 from skitter.links import extract
 from skitter.models import Page
 from skitter.parse_lanes import RAW_BYTES_MIN, LaneExecutor, ParseMesh, serve
-from skitter.parse_stage import ParseStage
+from skitter.parse_stage import LANE_DEPTH, ParseStage
 
 FN = functools.partial(extract, bot_token=None, resources=False, ids=False)
 SMALL = b'<a href="/s">s</a>'
@@ -158,6 +158,35 @@ def test_one_large_page_at_a_time_goes_to_the_sibling(
     sections = stage.report_sections()["parse"]
     assert sections["here"] == 1
     assert sections["helpers"] == {str(proc.pid): 2}
+
+
+def test_past_lane_depth_pages_in_flight_the_next_is_parsed_here(
+    sibling: tuple[BaseProcess, LaneExecutor],
+) -> None:
+    """Up to LANE_DEPTH pages wait for the one sibling at once (regression: with 2, the busy
+    process of rust-doc parsed 11% of its pages itself while the sibling mostly idled); the
+    next one is parsed here, and every page gets its own links."""
+    proc, lanes = sibling
+    stage = ParseStage(FN, remote=FN, executor=lanes)
+    stage.host_bound = True
+    n = LANE_DEPTH + 1
+
+    async def run() -> None:
+        pages = await asyncio.gather(
+            *(
+                stage.parse(b'<a href="/p%d">p</a>' % i, "http://a.test/", None, ())
+                for i in range(n)
+            )
+        )
+        assert [[link.url for link in p.links] for p in pages] == [
+            [f"http://a.test/p{i}"] for i in range(n)
+        ]
+
+    run_closing(stage, run)
+    sections = stage.report_sections()["parse"]
+    assert LANE_DEPTH == 8
+    assert sections["here"] == 1
+    assert sections["helpers"] == {str(proc.pid): LANE_DEPTH}
 
 
 def test_large_bytes_arguments_are_sent_raw_and_arrive_whole(
