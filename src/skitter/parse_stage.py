@@ -13,12 +13,12 @@ processes' cores idle. With many ready hosts every process is busy with its own 
 pages are parsed inline (no pickling cost). The siblings take at most :data:`LANE_DEPTH`
 pages each at once; past that the loop parses inline too, so both keep busy. Pages larger than
 :data:`skitter.html_chunks.SEGMENT_MIN_BYTES` go to a sibling too (rust-doc: its 46 pages over
-1 MiB were 15% of the busy process's time), one at a time (another meanwhile is parsed here),
-parsed there segment by segment like here; their body is not pickled but sent as it is
-(:data:`skitter.parse_lanes.RAW_BYTES_MIN`), so the sibling holds one copy of it and this
-process none more. Every :data:`TRIM_EVERY_BYTES` of HTML parsed in a process, and after each
-page over :data:`TRIM_PAGE_BYTES`, the C heap is trimmed (:func:`skitter.runtime.trim_heap`);
-large blocks are mapped on their own
+1 MiB were 15% of the busy process's time) up to :data:`LANE_MAX_BYTES`, one at a time
+(another meanwhile is parsed here), parsed there segment by segment like here; their body is
+not pickled but sent as it is (:data:`skitter.parse_lanes.RAW_BYTES_MIN`), so the sibling
+holds one copy of it and this process none more. Every :data:`TRIM_EVERY_BYTES` of HTML
+parsed in a process, and after each page over :data:`TRIM_PAGE_BYTES`, the C heap is trimmed
+(:func:`skitter.runtime.trim_heap`); large blocks are mapped on their own
 (:func:`skitter.runtime.tune_heap`, set when a parse stage is made).
 
 Durability is not touched: a sibling only returns the parsed :class:`~skitter.models.Page`;
@@ -41,7 +41,14 @@ from skitter.models import Page
 from skitter.parse_lanes import LaneExecutor
 from skitter.runtime import trim_heap, tune_heap
 
-__all__ = ["LANE_DEPTH", "TRIM_EVERY_BYTES", "TRIM_PAGE_BYTES", "Extract", "ParseStage"]
+__all__ = [
+    "LANE_DEPTH",
+    "LANE_MAX_BYTES",
+    "TRIM_EVERY_BYTES",
+    "TRIM_PAGE_BYTES",
+    "Extract",
+    "ParseStage",
+]
 
 log = logging.getLogger("skitter")
 
@@ -60,6 +67,12 @@ TRIM_PAGE_BYTES = 1024 * 1024
 #: while its sibling used a fifth of a core. (Pages are ~40 KB: the queue costs no memory;
 #: one large page at a time, see :meth:`ParseStage._use_pool`.)
 LANE_DEPTH = 8
+
+#: Pages larger than this (bytes) are parsed here even when a sibling is free: the sibling
+#: holds a copy of the body while it parses (rust-doc --processes 2: a 10 MB page raised the
+#: tree's summed peak RSS by ~14 MB); at 4 MiB (the heap's mmap threshold) by at most that.
+#: (rust-doc: 3 of its 46 pages over 1 MiB are larger, a quarter of their bytes.)
+LANE_MAX_BYTES = 4 * 1024 * 1024
 
 #: ``extract(body, url, content_type, x_robots) -> Page``; picklable (a module function or
 #: a :func:`functools.partial` of one) to run in a sibling process.
@@ -147,7 +160,7 @@ class ParseStage:
     def _use_pool(self, size: int) -> LaneExecutor | None:
         if not self.workers or not self._host_bound or self._pending >= LANE_DEPTH * self.workers:
             return None
-        if size > SEGMENT_MIN_BYTES and self._large_out:
+        if size > LANE_MAX_BYTES or (size > SEGMENT_MIN_BYTES and self._large_out):
             return None  # one large body held for a sibling at a time: memory stays bounded
         if self._pool is None or not self._pool.peer_free():
             return None  # the siblings' cores are busy with their own hosts

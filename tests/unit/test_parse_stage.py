@@ -19,7 +19,7 @@ from skitter.html_chunks import SEGMENT_MIN_BYTES
 from skitter.links import extract
 from skitter.models import Page
 from skitter.parse_lanes import RAW_BYTES_MIN, LaneExecutor, ParseMesh, serve
-from skitter.parse_stage import LANE_DEPTH, ParseStage
+from skitter.parse_stage import LANE_DEPTH, LANE_MAX_BYTES, ParseStage
 
 FN = functools.partial(extract, bot_token=None, resources=False, ids=False)
 SMALL = b'<a href="/s">s</a>'
@@ -137,7 +137,8 @@ def test_one_large_page_at_a_time_goes_to_the_sibling(
     sibling: tuple[BaseProcess, LaneExecutor],
 ) -> None:
     """Two large pages at once: one body is held for the sibling, the other is parsed here
-    (memory: at most one large body waits for a sibling); both give the inline Page."""
+    (memory: at most one large body waits for a sibling); both give the inline Page. A page
+    over LANE_MAX_BYTES is always parsed here."""
     proc, lanes = sibling
     stage = ParseStage(FN, remote=FN, executor=lanes)
     stage.host_bound = True
@@ -153,10 +154,15 @@ def test_one_large_page_at_a_time_goes_to_the_sibling(
         assert not stage._large_out
         page = await stage.parse(large, "http://a.test/d/big.html", "text/html", ())
         assert page == inline
+        # past LANE_MAX_BYTES: parsed here (the sibling would hold a copy of all of it)
+        page = await stage.parse(huge, "http://a.test/d/big.html", "text/html", ())
+        assert len(page.links) == 5 * len(inline.links) - 4  # the head's canonical link once
 
+    huge = large.replace(b"</body></html>", b"") + large[large.index(b"<p>") :] * 4
+    assert len(huge) > LANE_MAX_BYTES > len(large)
     run_closing(stage, run)
     sections = stage.report_sections()["parse"]
-    assert sections["here"] == 1
+    assert sections["here"] == 2
     assert sections["helpers"] == {str(proc.pid): 2}
 
 
