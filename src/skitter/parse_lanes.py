@@ -12,14 +12,22 @@ the client ends of its pairs ``(K, j)`` and the server ends of the pairs ``(i, K
 every other end (:meth:`ParseMesh.bind`; the coordinator closes all of them once the processes
 are started), so that when a process dies its ends close: a sibling waiting on it gets EOF.
 
-* Server side (:func:`serve`): one daemon thread per server end receives ``(fn, args)``, runs
+* Server side (:func:`serve`): one daemon thread per server end receives ``(fn, args, raw)``
+  (then one more message per index in ``raw``: the bytes of that argument, see below), runs
   ``fn(*args)`` and sends back ``("ok", result)`` or ``("error", exception)``, until EOF. The
   thread takes the GIL from its own process's loop only while it parses, which happens when the
   client is host-bound (its pages would otherwise queue behind one core).
-* Client side (:class:`LaneExecutor`): a :class:`concurrent.futures.Executor` whose jobs wait in
-  one queue; one thread per client end sends a job, waits for its answer, sets the future. A
-  lane that reaches EOF or an OS error fails its job and every later one with
+* Client side (:class:`LaneExecutor`): runs on the crawler's event loop, no thread: a call is
+  pickled and written to the least loaded lane's socket (non-blocking; what does not fit waits
+  for the loop's writer callback), answers are read by the loop's reader callback and set on
+  the callers' futures in order. A thread per lane cost the busy process of rust-doc
+  ``--processes 2`` 8% of its time (two thread wake-ups per page, and every answer waited for
+  the GIL up to the 5 ms switch interval, idling the sibling). A lane that reaches EOF or an
+  OS error fails its calls and every later one with
   :class:`concurrent.futures.BrokenExecutor` (the parse stage then parses inline).
+* A ``bytes`` argument of :data:`RAW_BYTES_MIN` bytes or more (a large page's body) is not
+  pickled: it follows the call as a message of its own, written from the caller's object
+  (no copy) and read once by the server (one copy there, not two: the pickle and its load).
 
 Durability is not touched: a lane only returns what ``fn`` returns (a parsed
 :class:`~skitter.models.Page`); the client writes the rows and acks. Nothing is started here
@@ -28,20 +36,27 @@ for a crawl of one process.
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import concurrent.futures
 import contextlib
 import logging
-import queue
+import os
+import struct
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.context import BaseContext
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
-__all__ = ["LaneExecutor", "ParseMesh", "serve"]
+__all__ = ["RAW_BYTES_MIN", "LaneExecutor", "ParseMesh", "serve"]
 
 log = logging.getLogger("skitter")
+
+#: ``bytes`` arguments this large or larger are sent raw, not pickled (bytes; see module doc).
+RAW_BYTES_MIN = 256 * 1024
 
 
 @dataclass(slots=True)
@@ -106,7 +121,11 @@ def _serve_one(conn: Connection) -> None:
     """Answer the jobs arriving on ``conn`` until EOF (a daemon thread's body)."""
     try:
         while True:
-            fn, args = conn.recv()
+            fn, args, raw = conn.recv()
+            if raw:
+                args = list(args)
+                for i in raw:
+                    args[i] = conn.recv_bytes()
             try:
                 reply: tuple[str, Any] = ("ok", fn(*args))
             except Exception as exc:  # the client re-raises it, as for an inline parse
@@ -135,12 +154,33 @@ def serve(conns: list[Connection]) -> list[threading.Thread]:
     return threads
 
 
-_Job = tuple["concurrent.futures.Future[Any]", Callable[..., Any], tuple[Any, ...]]
+_READ_BYTES = 256 * 1024
 
 
-class LaneExecutor(concurrent.futures.Executor):
+def _frame(payload: bytes | memoryview) -> bytes:
+    """The header :class:`multiprocessing.connection.Connection` puts before a message."""
+    n = len(payload)
+    return struct.pack("!i", n) if n <= 0x7FFFFFFF else struct.pack("!iQ", -1, n)
+
+
+class _Lane:
+    """One client end on the event loop: what waits to be written, what was read, the
+    futures of the calls sent, in order."""
+
+    __slots__ = ("conn", "fd", "inbuf", "out", "waiting", "writing")
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.fd = conn.fileno()
+        self.out: collections.deque[memoryview] = collections.deque()
+        self.inbuf = bytearray()
+        self.waiting: collections.deque[asyncio.Future[Any]] = collections.deque()
+        self.writing = False
+
+
+class LaneExecutor:
     """Run picklable calls in the sibling processes at the other ends of ``conns`` (client
-    ends of a :class:`ParseMesh`), one call at a time per lane, in submission order.
+    ends of a :class:`ParseMesh`), from the running event loop (see the module doc).
 
     Args:
         conns: the client ends, one per sibling; this executor owns (and closes) them.
@@ -152,29 +192,23 @@ class LaneExecutor(concurrent.futures.Executor):
     would take the GIL from its event loop (:meth:`peer_free` tells; the parse stage then
     parses inline, its core being the only free one).
 
-    A job whose lane broke (EOF, OS error: the sibling is gone) gets
-    :class:`concurrent.futures.BrokenExecutor`, and so does every job after it: the caller
+    A call whose lane broke (EOF, OS error: the sibling is gone) raises
+    :class:`concurrent.futures.BrokenExecutor`, and so does every call after it: the caller
     falls back to running the call itself.
     """
 
     def __init__(self, conns: list[Connection], free: Any = None, index: int = 0) -> None:
         self._free = free
         self._index = index
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._lanes = [_Lane(c) for c in conns]
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._broken = False
         self._closed = False
-        self._lock = threading.Lock()
-        self._threads = [
-            threading.Thread(target=self._lane, args=(c,), name=f"parse-client-{k}", daemon=True)
-            for k, c in enumerate(conns)
-        ]
-        for t in self._threads:
-            t.start()
 
     @property
     def lanes(self) -> int:
         """The number of sibling processes served by this executor."""
-        return len(self._threads)
+        return len(self._lanes)
 
     def set_free(self, free: bool) -> None:
         """Publish whether this process's loop leaves room on its core (host-bound)."""
@@ -188,94 +222,143 @@ class LaneExecutor(concurrent.futures.Executor):
             return True
         return any(flags[k] for k in range(len(flags)) if k != self._index)
 
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        """Queue ``fn(*args)`` (``fn`` and ``args`` picklable; no keyword arguments) for the
-        next free lane; returns its future.
+    def _attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Watch the lanes' sockets from ``loop`` (the first call's; again after a new loop)."""
+        old, self._loop = self._loop, loop
+        for lane in self._lanes:
+            if old is not None and not old.is_closed():
+                old.remove_reader(lane.fd)
+                old.remove_writer(lane.fd)
+            lane.writing = False
+            os.set_blocking(lane.fd, False)
+            loop.add_reader(lane.fd, self._readable, lane)
+            if lane.out:
+                self._flush(lane)
+
+    async def call(self, fn: Callable[..., Any], /, *args: Any) -> Any:
+        """``fn(*args)`` run in the least loaded sibling (``fn`` and ``args`` picklable);
+        its result, or its exception raised here.
 
         Raises:
-            concurrent.futures.BrokenExecutor: a lane broke before.
+            concurrent.futures.BrokenExecutor: a lane broke (now or before).
             RuntimeError: after :meth:`shutdown`.
+            Exception: what pickling the call raised (nothing was sent).
         """
-        if kwargs:
-            raise TypeError("LaneExecutor.submit takes no keyword arguments")
-        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        with self._lock:
-            if self._broken:
-                raise concurrent.futures.BrokenExecutor("a parse lane's process is gone")
-            if self._closed:
-                raise RuntimeError("LaneExecutor is shut down")
-            self._jobs.put((fut, fn, args))
-        return fut
+        if self._broken:
+            raise concurrent.futures.BrokenExecutor("a parse lane's process is gone")
+        if self._closed:
+            raise RuntimeError("LaneExecutor is shut down")
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            self._attach(loop)
+        raw = [i for i, a in enumerate(args) if type(a) is bytes and len(a) >= RAW_BYTES_MIN]
+        sent = tuple(None if i in raw else a for i, a in enumerate(args)) if raw else args
+        message = ForkingPickler.dumps((fn, sent, raw))  # raises before anything is written
+        lane = min(self._lanes, key=lambda ln: len(ln.waiting))
+        fut: asyncio.Future[Any] = loop.create_future()
+        lane.waiting.append(fut)
+        lane.out.append(memoryview(_frame(message)))
+        lane.out.append(memoryview(message))
+        for i in raw:
+            lane.out.append(memoryview(_frame(args[i])))
+            lane.out.append(memoryview(args[i]))  # written from the caller's bytes: no copy
+        if not lane.writing:
+            self._flush(lane)
+        return await fut
 
-    def _lane(self, conn: Connection) -> None:
+    def _flush(self, lane: _Lane) -> None:
+        """Write what fits of ``lane.out``; the rest when the socket is writable again."""
+        out = lane.out
         try:
-            while True:
-                job = self._jobs.get()
-                if job is None:
-                    return
-                fut, fn, args = job
-                if not fut.set_running_or_notify_cancel():
-                    continue
-                if self._broken:
-                    fut.set_exception(concurrent.futures.BrokenExecutor("a parse lane broke"))
-                    continue
-                try:
-                    conn.send((fn, args))  # pickled whole before a byte is written
-                except (EOFError, OSError):
-                    pass  # the lane is broken: recv says so
-                except Exception as exc:  # the call cannot be pickled: its own error
-                    fut.set_exception(exc)
-                    continue
-                try:
-                    kind, value = conn.recv()
-                except (EOFError, OSError) as exc:
-                    self._break()
-                    fut.set_exception(concurrent.futures.BrokenExecutor(f"parse lane: {exc!r}"))
-                    return
-                except Exception as exc:  # read whole, but cannot be unpickled here
-                    fut.set_exception(exc)
-                    continue
-                if kind == "ok":
-                    fut.set_result(value)
-                else:
-                    fut.set_exception(value)
-        finally:
-            with contextlib.suppress(OSError):
-                conn.close()
+            while out:
+                view = out[0]
+                n = os.write(lane.fd, view)
+                if n < len(view):
+                    out[0] = view[n:]
+                    break
+                out.popleft()
+        except BlockingIOError:
+            pass
+        except OSError as exc:
+            self._break(f"parse lane: {exc!r}")
+            return
+        want = bool(out)
+        if want != lane.writing and self._loop is not None:
+            lane.writing = want
+            if want:
+                self._loop.add_writer(lane.fd, self._flush, lane)
+            else:
+                self._loop.remove_writer(lane.fd)
 
-    def _break(self) -> None:
-        with self._lock:
-            self._broken = True
-        # fail what waits (the other lanes may still be alive: they keep their own jobs)
-        while True:
+    def _readable(self, lane: _Lane) -> None:
+        """Read what arrived; answer the calls whose replies are whole."""
+        try:
+            data = os.read(lane.fd, _READ_BYTES)
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            self._break(f"parse lane: {exc!r}")
+            return
+        if not data:
+            self._break("parse lane: EOF (the sibling process is gone)")
+            return
+        buf = lane.inbuf
+        buf += data
+        while len(buf) >= 4:
+            (size,) = struct.unpack_from("!i", buf)
+            head = 4
+            if size == -1:
+                if len(buf) < 12:
+                    return
+                (size,) = struct.unpack_from("!Q", buf, 4)
+                head = 12
+            if len(buf) < head + size:
+                return
+            fut = lane.waiting.popleft()
             try:
-                job = self._jobs.get_nowait()
-            except queue.Empty:
-                return
-            if job is None:
-                self._jobs.put(None)
-                return
-            fut = job[0]
-            if fut.set_running_or_notify_cancel():
-                fut.set_exception(concurrent.futures.BrokenExecutor("a parse lane broke"))
+                with memoryview(buf) as view:  # loaded in place: no copy of the answer
+                    kind, value = ForkingPickler.loads(view[head : head + size])
+            except Exception as exc:  # read whole, but cannot be unpickled here
+                kind, value = "error", exc
+            if len(buf) == head + size:
+                buf = lane.inbuf = bytearray()  # (its storage is freed, not kept)
+            else:
+                del buf[: head + size]
+            if fut.done():
+                continue  # its caller was cancelled
+            if kind == "ok":
+                fut.set_result(value)
+            else:
+                fut.set_exception(value)
+
+    def _break(self, why: str) -> None:
+        """Every lane is given up: the waiting calls (and later ones) get BrokenExecutor."""
+        self._broken = True
+        for lane in self._lanes:
+            while lane.waiting:
+                fut = lane.waiting.popleft()
+                if not fut.done():
+                    fut.set_exception(concurrent.futures.BrokenExecutor(why))
+        self._release()
+
+    def _release(self) -> None:
+        loop, self._loop = self._loop, None
+        for lane in self._lanes:
+            if loop is not None and not loop.is_closed():
+                loop.remove_reader(lane.fd)
+                loop.remove_writer(lane.fd)
+            lane.out.clear()
+            with contextlib.suppress(OSError):
+                lane.conn.close()
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        """Stop the lanes (idempotent): with ``cancel_futures`` the queued jobs are cancelled;
-        with ``wait`` this returns once the jobs in progress are answered."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-        if cancel_futures:
-            while True:
-                try:
-                    job = self._jobs.get_nowait()
-                except queue.Empty:
-                    break
-                if job is not None:
-                    job[0].cancel()
-        for _ in self._threads:
-            self._jobs.put(None)
-        if wait:
-            for t in self._threads:
-                t.join()
+        """Stop the lanes (idempotent): the calls still waiting are cancelled and the lanes
+        closed (each sibling's server sees EOF). ``wait`` and ``cancel_futures`` are accepted
+        for :class:`concurrent.futures.Executor`'s signature; nothing is left to wait for."""
+        if self._closed:
+            return
+        self._closed = True
+        for lane in self._lanes:
+            while lane.waiting:
+                lane.waiting.popleft().cancel()
+        self._release()

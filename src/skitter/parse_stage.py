@@ -10,12 +10,14 @@ in a crawler process of ``--processes N``, in the ``N - 1`` sibling crawler proc
 when the loop is *host-bound*: the last lease attempt found room under the concurrency limit
 but no ready host (one busy host), so this process's core is the bottleneck while the other
 processes' cores idle. With many ready hosts every process is busy with its own hosts and
-pages are parsed inline (no pickling cost). The siblings take at most ``2 × workers`` pages at
-once; past that the loop parses inline too, so both keep busy. Pages larger than
-:data:`skitter.html_chunks.SEGMENT_MIN_BYTES` are always parsed inline (segment by segment):
-a sibling would hold two more copies of their bytes (the pickle and its own), the jump in
-memory that segmenting avoids. Every :data:`TRIM_EVERY_BYTES` of HTML parsed in a process,
-and after each page over :data:`TRIM_PAGE_BYTES`, the C heap is trimmed
+pages are parsed inline (no pickling cost). The siblings take at most :data:`LANE_DEPTH`
+pages each at once; past that the loop parses inline too, so both keep busy. Pages larger than
+:data:`skitter.html_chunks.SEGMENT_MIN_BYTES` go to a sibling too (rust-doc: its 46 pages over
+1 MiB were 15% of the busy process's time) up to :data:`LANE_MAX_BYTES`, one at a time
+(another meanwhile is parsed here), parsed there segment by segment like here; their body is
+not pickled but sent as it is (:data:`skitter.parse_lanes.RAW_BYTES_MIN`), so the sibling
+holds one copy of it and this process none more. Every :data:`TRIM_EVERY_BYTES` of HTML
+parsed in a process, and after each page over :data:`TRIM_PAGE_BYTES`, the C heap is trimmed
 (:func:`skitter.runtime.trim_heap`); large blocks are mapped on their own
 (:func:`skitter.runtime.tune_heap`, set when a parse stage is made).
 
@@ -26,7 +28,6 @@ the crawler process writes the rows and the record and acks, as before. A siblin
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import contextlib
 import logging
@@ -40,7 +41,14 @@ from skitter.models import Page
 from skitter.parse_lanes import LaneExecutor
 from skitter.runtime import trim_heap, tune_heap
 
-__all__ = ["TRIM_EVERY_BYTES", "TRIM_PAGE_BYTES", "Extract", "ParseStage"]
+__all__ = [
+    "LANE_DEPTH",
+    "LANE_MAX_BYTES",
+    "TRIM_EVERY_BYTES",
+    "TRIM_PAGE_BYTES",
+    "Extract",
+    "ParseStage",
+]
 
 log = logging.getLogger("skitter")
 
@@ -52,6 +60,19 @@ TRIM_EVERY_BYTES = 32 * 1024 * 1024
 #: back to the heap. (256 KiB: rust-doc ``--processes 2`` peaked ~7 MiB lower but with half
 #: again the minor page faults: what a trim gives back is faulted in again by the next pages.)
 TRIM_PAGE_BYTES = 1024 * 1024
+
+#: Pages in flight per sibling before this process parses the next one itself. 8, not 2: on
+#: a loaded machine an answer waits for the sibling to get a core, and with 2 the busy process
+#: of rust-doc ``--processes 2`` parsed 11% of its pages itself (9 in 10 of them for this cap)
+#: while its sibling used a fifth of a core. (Pages are ~40 KB: the queue costs no memory;
+#: one large page at a time, see :meth:`ParseStage._use_pool`.)
+LANE_DEPTH = 8
+
+#: Pages larger than this (bytes) are parsed here even when a sibling is free: the sibling
+#: holds a copy of the body while it parses (rust-doc --processes 2: a 10 MB page raised the
+#: tree's summed peak RSS by ~14 MB); at 4 MiB (the heap's mmap threshold) by at most that.
+#: (rust-doc: 3 of its 46 pages over 1 MiB are larger, a quarter of their bytes.)
+LANE_MAX_BYTES = 4 * 1024 * 1024
 
 #: ``extract(body, url, content_type, x_robots) -> Page``; picklable (a module function or
 #: a :func:`functools.partial` of one) to run in a sibling process.
@@ -117,6 +138,7 @@ class ParseStage:
         self._pool = executor
         self._host_bound = False
         self._pending = 0
+        self._large_out = False  # a page over SEGMENT_MIN_BYTES is in a sibling
         self._here = 0
         self._elsewhere: Counter[int] = Counter()
         self._trimmer = _Trimmer()
@@ -136,14 +158,12 @@ class ParseStage:
                 self._pool.set_free(value)
 
     def _use_pool(self, size: int) -> LaneExecutor | None:
-        if not self.workers or not self._host_bound or self._pending >= 2 * self.workers:
+        if not self.workers or not self._host_bound or self._pending >= LANE_DEPTH * self.workers:
             return None
+        if size > LANE_MAX_BYTES or (size > SEGMENT_MIN_BYTES and self._large_out):
+            return None  # one large body held for a sibling at a time: memory stays bounded
         if self._pool is None or not self._pool.peer_free():
             return None  # the siblings' cores are busy with their own hosts
-        if size > SEGMENT_MIN_BYTES:
-            # parsed here segment by segment (bounded memory, skitter.html_chunks): sent to a
-            # sibling, its bytes would be copied twice more (the pickle, the sibling's copy)
-            return None
         return self._pool
 
     async def parse(
@@ -158,11 +178,12 @@ class ParseStage:
         remote = self.remote
         if pool is not None and remote is not None:
             self._pending += 1
+            large = len(body) > SEGMENT_MIN_BYTES
+            self._large_out |= large
             try:
-                loop = asyncio.get_running_loop()
-                pid, page = await loop.run_in_executor(
-                    pool, _parse_job, remote, body, url, content_type, x_robots
-                )
+                pid: int
+                page: Page
+                pid, page = await pool.call(_parse_job, remote, body, url, content_type, x_robots)
                 self._elsewhere[pid] += 1
                 return page
             except concurrent.futures.BrokenExecutor:
@@ -172,6 +193,8 @@ class ParseStage:
                 self._shutdown()
             finally:
                 self._pending -= 1
+                if large:
+                    self._large_out = False
         self._here += 1
         page = self.extract(body, url, content_type, x_robots)
         self._trimmer.parsed(len(body))
@@ -189,10 +212,11 @@ class ParseStage:
         pool, self._pool = self._pool, None
         if pool is not None:
             with contextlib.suppress(Exception):
-                pool.shutdown(wait=False, cancel_futures=True)
+                pool.shutdown()
 
     def close(self) -> None:
-        """Stop using the siblings (idempotent; waits for the pages they are parsing)."""
+        """Stop using the siblings (idempotent; a page still sent to one is cancelled: the
+        crawl loop closes the stage once its pages are done)."""
         pool, self._pool = self._pool, None
         if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+            pool.shutdown()

@@ -18,8 +18,8 @@ import pytest
 from skitter.html_chunks import SEGMENT_MIN_BYTES
 from skitter.links import extract
 from skitter.models import Page
-from skitter.parse_lanes import LaneExecutor, ParseMesh, serve
-from skitter.parse_stage import ParseStage
+from skitter.parse_lanes import RAW_BYTES_MIN, LaneExecutor, ParseMesh, serve
+from skitter.parse_stage import LANE_DEPTH, LANE_MAX_BYTES, ParseStage
 
 FN = functools.partial(extract, bot_token=None, resources=False, ids=False)
 SMALL = b'<a href="/s">s</a>'
@@ -67,23 +67,49 @@ def sibling() -> Iterator[tuple[BaseProcess, LaneExecutor]]:
     try:
         yield proc, lanes
     finally:
-        lanes.shutdown(wait=False, cancel_futures=True)
+        lanes.shutdown()
         proc.join(10)
         if proc.is_alive():
             proc.kill()
             proc.join()
 
 
-def test_large_pages_are_parsed_here_small_ones_by_the_sibling_when_host_bound(
+def _large_page() -> bytes:
+    """A page over SEGMENT_MIN_BYTES (segmented): a <base>, a title, links of every kind,
+    links inside a script (not links) and rel=nofollow ones."""
+    head = (
+        b'<!doctype html><html><head><title>Big  page</title><base href="/docs/">'
+        b'<link rel="canonical" href="/docs/big.html"></head><body>'
+    )
+    rows = []
+    for i in range(SEGMENT_MIN_BYTES // 40):
+        if i % 1000 == 7:
+            rows.append(b"<script>var s = \"<a href='/no'>\";</script>")
+        rel = b' rel="nofollow"' if i % 97 == 0 else b""
+        rows.append(b'<p><a href="p%d.html#s%d"%s>page %d</a></p>\n' % (i % 4000, i, rel, i))
+    return head + b"".join(rows) + b"</body></html>"
+
+
+def _digest(body: bytes, tag: str) -> tuple[str, int, str]:
+    import hashlib
+
+    return hashlib.sha1(body).hexdigest(), len(body), tag
+
+
+def test_pages_are_parsed_by_the_sibling_when_host_bound_large_ones_too(
     sibling: tuple[BaseProcess, LaneExecutor],
 ) -> None:
-    """Regression (issue 16, rust-doc --processes 2): a 10 MB page sent elsewhere was held
-    three times (body, pickle, the other process's copy): large pages are parsed here. The
-    small ones go to the sibling crawler process, not to a forked helper."""
+    """Small pages go to the sibling crawler process when host-bound (not to a forked
+    helper). Regression (issue 16, rust-doc --processes 2): the pages over SEGMENT_MIN_BYTES
+    were always parsed here (15% of the busy process's time); they go to the sibling too and
+    give the same Page (links, so links.tsv rows) as parsed here, segment by segment."""
     proc, lanes = sibling
     stage = ParseStage(FN, remote=FN, executor=lanes)
-    large = b"<p>" + b'<a href="/x">x</a>\n' * (SEGMENT_MIN_BYTES // 19 + 10)
+    large = _large_page()
     assert len(large) > SEGMENT_MIN_BYTES
+    inline = FN(large, "http://a.test/d/big.html", "text/html", ())
+    assert len(inline.links) == SEGMENT_MIN_BYTES // 40 + 1 and inline.title == "Big page"
+    assert inline.links[1].url == "http://a.test/docs/p0.html#s0"
 
     async def run() -> None:
         try:
@@ -93,19 +119,107 @@ def test_large_pages_are_parsed_here_small_ones_by_the_sibling_when_host_bound(
             stage.host_bound = True
             page = await stage.parse(SMALL, "http://a.test/", "text/html", ())
             assert [link.url for link in page.links] == ["http://a.test/s"]
-            page = await stage.parse(large, "http://a.test/", "text/html", ())
-            assert {link.url for link in page.links} == {"http://a.test/x"}
-            assert len(page.links) == SEGMENT_MIN_BYTES // 19 + 10
+            page = await stage.parse(large, "http://a.test/d/big.html", "text/html", ())
+            assert page == inline
         finally:
             stage.close()
 
     asyncio.run(run())
     sections = stage.report_sections()["parse"]
     assert sections["pid"] == os.getpid()
-    assert sections["here"] == 2  # the first small page and the large one
-    assert sections["helpers"] == {str(proc.pid): 1}  # the host-bound small page
+    assert sections["here"] == 1  # the first small page
+    assert sections["helpers"] == {str(proc.pid): 2}  # the host-bound pages, large one too
     proc.join(60)  # closing the stage closed the lane: the sibling's server saw EOF
     assert proc.exitcode == 0
+
+
+def test_one_large_page_at_a_time_goes_to_the_sibling(
+    sibling: tuple[BaseProcess, LaneExecutor],
+) -> None:
+    """Two large pages at once: one body is held for the sibling, the other is parsed here
+    (memory: at most one large body waits for a sibling); both give the inline Page. A page
+    over LANE_MAX_BYTES is always parsed here."""
+    proc, lanes = sibling
+    stage = ParseStage(FN, remote=FN, executor=lanes)
+    stage.host_bound = True
+    large = _large_page()
+    inline = FN(large, "http://a.test/d/big.html", "text/html", ())
+
+    async def run() -> None:
+        pages = await asyncio.gather(
+            stage.parse(large, "http://a.test/d/big.html", "text/html", ()),
+            stage.parse(large, "http://a.test/d/big.html", "text/html", ()),
+        )
+        assert pages == [inline, inline]
+        assert not stage._large_out
+        page = await stage.parse(large, "http://a.test/d/big.html", "text/html", ())
+        assert page == inline
+        # past LANE_MAX_BYTES: parsed here (the sibling would hold a copy of all of it)
+        page = await stage.parse(huge, "http://a.test/d/big.html", "text/html", ())
+        assert len(page.links) == 5 * len(inline.links) - 4  # the head's canonical link once
+
+    huge = large.replace(b"</body></html>", b"") + large[large.index(b"<p>") :] * 4
+    assert len(huge) > LANE_MAX_BYTES > len(large)
+    run_closing(stage, run)
+    sections = stage.report_sections()["parse"]
+    assert sections["here"] == 2
+    assert sections["helpers"] == {str(proc.pid): 2}
+
+
+def test_past_lane_depth_pages_in_flight_the_next_is_parsed_here(
+    sibling: tuple[BaseProcess, LaneExecutor],
+) -> None:
+    """Up to LANE_DEPTH pages wait for the one sibling at once (regression: with 2, the busy
+    process of rust-doc parsed 11% of its pages itself while the sibling mostly idled); the
+    next one is parsed here, and every page gets its own links."""
+    proc, lanes = sibling
+    stage = ParseStage(FN, remote=FN, executor=lanes)
+    stage.host_bound = True
+    n = LANE_DEPTH + 1
+
+    async def run() -> None:
+        pages = await asyncio.gather(
+            *(
+                stage.parse(b'<a href="/p%d">p</a>' % i, "http://a.test/", None, ())
+                for i in range(n)
+            )
+        )
+        assert [[link.url for link in p.links] for p in pages] == [
+            [f"http://a.test/p{i}"] for i in range(n)
+        ]
+
+    run_closing(stage, run)
+    sections = stage.report_sections()["parse"]
+    assert LANE_DEPTH == 8
+    assert sections["here"] == 1
+    assert sections["helpers"] == {str(proc.pid): LANE_DEPTH}
+
+
+def test_large_bytes_arguments_are_sent_raw_and_arrive_whole(
+    sibling: tuple[BaseProcess, LaneExecutor],
+) -> None:
+    """Bytes of RAW_BYTES_MIN or more travel unpickled after the call, smaller ones in it;
+    the sibling gets each argument whole and in its place, job after job."""
+    import hashlib
+
+    _proc, lanes = sibling
+    bodies = [b"x" * (RAW_BYTES_MIN - 1), bytes(range(256)) * (RAW_BYTES_MIN // 16), b"", b"a"]
+
+    async def run() -> list[Any]:  # all sent at once: queued in the lane, answered in order
+        return await asyncio.gather(
+            *(lanes.call(_digest, b, f"t{i}") for i, b in enumerate(bodies))
+        )
+
+    got = asyncio.run(run())
+    assert got == [(hashlib.sha1(b).hexdigest(), len(b), f"t{i}") for i, b in enumerate(bodies)]
+
+    async def cancelled() -> Any:  # a cancelled call's answer is not taken for the next one's
+        first = asyncio.ensure_future(lanes.call(_digest, bodies[1], "gone"))
+        await asyncio.sleep(0)  # sent
+        first.cancel()
+        return await lanes.call(_digest, b"a", "next")
+
+    assert asyncio.run(cancelled()) == (hashlib.sha1(b"a").hexdigest(), 1, "next")
 
 
 def test_an_error_in_the_sibling_is_raised_here(
@@ -136,8 +250,9 @@ def test_an_error_in_the_sibling_is_raised_here(
 def test_a_killed_sibling_breaks_the_lane_and_pages_are_parsed_here(
     sibling: tuple[BaseProcess, LaneExecutor],
 ) -> None:
-    """kill -9 of the sibling: its end of the pipe closes, the waiting page gets EOF and is
-    parsed here, and so is every later page (no hang, nothing lost)."""
+    """kill -9 of the sibling: its end of the pipe closes, the waiting page (a large one,
+    whose body is sent raw) gets EOF and is parsed here, and so is every later page (no
+    hang, nothing lost)."""
     proc, lanes = sibling
     assert proc.pid is not None
     os.kill(proc.pid, signal.SIGKILL)
@@ -145,7 +260,11 @@ def test_a_killed_sibling_breaks_the_lane_and_pages_are_parsed_here(
     stage = ParseStage(FN, remote=FN, executor=lanes)
     stage.host_bound = True
 
+    large = _large_page()
+
     async def run() -> None:
+        page = await stage.parse(large, "http://a.test/d/big.html", "text/html", ())
+        assert page == FN(large, "http://a.test/d/big.html", "text/html", ())
         for _ in range(3):
             page = await stage.parse(SMALL, "http://a.test/", "text/html", ())
             assert [link.url for link in page.links] == ["http://a.test/s"]
@@ -153,7 +272,7 @@ def test_a_killed_sibling_breaks_the_lane_and_pages_are_parsed_here(
     run_closing(stage, run)
     sections = stage.report_sections()
     assert sections == {} or sections["parse"]["helpers"] == {}
-    assert stage._here == 3
+    assert stage._here == 4  # the large page too: parsed here, segment by segment
     assert stage.workers == 0  # the broken lanes are not tried again
 
 
