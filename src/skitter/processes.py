@@ -407,6 +407,7 @@ def _preload_crawler() -> None:
     code and objects are then shared by every crawler process (copy-on-write) rather than
     built by each one, and the library pages touched only by the imports stay out of their
     resident sets."""
+    import skitter.build  # (the crawler imports it when it starts: robots, CDXJ, protego)
     import skitter.crawler
     import skitter.events
     import skitter.shard_peers
