@@ -36,7 +36,6 @@ for a crawl of one process.
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import concurrent.futures
 import contextlib
@@ -49,7 +48,10 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.context import BaseContext
 from multiprocessing.reduction import ForkingPickler
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the event loop is imported where a lane is called (a crawler process):
+    import asyncio  # not by the coordinator, which only builds the pipes (ParseMesh)
 
 __all__ = ["RAW_BYTES_MIN", "LaneExecutor", "ParseMesh", "serve"]
 
@@ -248,6 +250,8 @@ class LaneExecutor:
             raise concurrent.futures.BrokenExecutor("a parse lane's process is gone")
         if self._closed:
             raise RuntimeError("LaneExecutor is shut down")
+        import asyncio
+
         loop = asyncio.get_running_loop()
         if loop is not self._loop:
             self._attach(loop)
