@@ -65,3 +65,22 @@ def test_warc_level_flag(tmp_path: Path) -> None:
             parse(tmp_path, "--warc-level", bad)
     with pytest.raises(ConfigError, match=r"warc_level must be a gzip level 1 \.\. 9"):
         CrawlSettings(out_dir=str(tmp_path), warc_level=10)
+
+
+def test_warc_level_without_warc_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"^--warc-level has no effect with --no-warc"):
+        parse(tmp_path, "--no-warc", "--warc-level", "3")
+    assert not parse(tmp_path, "--no-warc").warc  # --no-warc alone is fine
+    # on resume: a crawl started with --no-warc (the stored settings) refuses it too
+    base = parse(tmp_path, "--no-warc")
+    args = build_parser().parse_args(
+        ["crawl", "--resume", "--out", str(tmp_path), "--warc-level", "3"]
+    )
+    with pytest.raises(ConfigError, match=r"^--warc-level has no effect"):
+        settings_from_args(args, base)
+    assert (
+        settings_from_args(
+            build_parser().parse_args(["crawl", "--resume", "--out", str(tmp_path)]), base
+        ).warc
+        is False
+    )

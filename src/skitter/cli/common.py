@@ -401,6 +401,8 @@ def settings_from_args(
     )
     if not fetch.user_agent.strip():
         raise ConfigError("--user-agent must not be empty")
+    if "warc_level" in given and (("no_warc" in given and a["no_warc"]) or not b.warc):
+        raise ConfigError("--warc-level has no effect with --no-warc (no WARC file is written)")
     p = b.politeness
     politeness = replace(
         p,
