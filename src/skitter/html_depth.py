@@ -8,6 +8,7 @@ many tags, so that tree building stays linear (browsers cap the tree depth too; 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 # --------------------------------------------------------------------------------------
 # Guard against quadratic tree building on absurdly deep documents
@@ -42,38 +43,36 @@ _DEEP_SUSPECT = 4_096
 _MAX_DEPTH = 512
 
 
-def _may_be_deep(text: str) -> bool:
-    """Cheap estimate: does the running (start tags - end tags) exceed _DEEP_SUSPECT?
+def _bound(w: str) -> int:
+    """Start tags minus end tags of ``w``, counting every "<" but "</" as a start tag: never
+    less than :func:`_estimate` (two scans, not six)."""
+    return w.count("<") - 2 * w.count("</")
 
-    Start tags are "<" minus "</", "<!", self-closing "/>" and the common voids <br>, <img>.
-    A first pass counts only "<" and "</" (two scans, not six): that running sum bounds the
-    estimate from above, so when it stays under _DEEP_SUSPECT (nearly every page) the answer
-    is already known; else the whole estimate is worked out.
-    """
-    n = len(text)
-    step = _DEEP_WINDOW_CHARS
-    bound = 0
-    for i in range(0, n, step):
-        w = text[i : i + step]
-        bound += w.count("<") - 2 * w.count("</")
-        if bound > _DEEP_SUSPECT:
-            break
-    else:
-        return False
+
+def _estimate(w: str) -> int:
+    """Start tags minus end tags of ``w``: "<" minus "</", "<!", self-closing "/>" and the
+    common voids <br>, <img>."""
+    return _bound(w) - w.count("<!") - w.count("/>") - w.count("<br") - w.count("<img")
+
+
+def _running_sum_exceeds(text: str, weigh: Callable[[str], int]) -> bool:
+    """Whether the running sum of ``weigh`` over ``text``'s windows of
+    ``_DEEP_WINDOW_CHARS`` passes ``_DEEP_SUSPECT`` at a window's end."""
     depth = 0
-    for i in range(0, n, step):
-        w = text[i : i + step]
-        depth += (
-            w.count("<")
-            - 2 * w.count("</")
-            - w.count("<!")
-            - w.count("/>")
-            - w.count("<br")
-            - w.count("<img")
-        )
+    for i in range(0, len(text), _DEEP_WINDOW_CHARS):
+        depth += weigh(text[i : i + _DEEP_WINDOW_CHARS])
         if depth > _DEEP_SUSPECT:
             return True
     return False
+
+
+def _may_be_deep(text: str) -> bool:
+    """Cheap estimate: does the running (start tags - end tags) exceed _DEEP_SUSPECT?
+
+    The upper bound :func:`_bound` is summed first: when it stays under _DEEP_SUSPECT (nearly
+    every page) the answer is already known; else the estimate (:func:`_estimate`) is.
+    """
+    return _running_sum_exceeds(text, _bound) and _running_sum_exceeds(text, _estimate)
 
 
 _SCAN_RE = re.compile(
