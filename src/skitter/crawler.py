@@ -138,6 +138,8 @@ class Crawler:
         self._worker: Worker | None = None
         self._parse: ParseStage | None = None
         self._inflight: set[asyncio.Task[None]] = set()
+        #: tasks past their fetch (response read, host released): left to finish on interrupt
+        self._fetched: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
         self._stopping = False
         self._stop_reason = ""
@@ -188,7 +190,7 @@ class Crawler:
             remote=_remote_extract(components),
             executor=self.peers.parse_lanes,
         )
-        self._worker = Worker(ctx, parse=self._parse, on_release=self.wake)
+        self._worker = Worker(ctx, parse=self._parse, on_release=self._released)
         try:
             # after build_components: the frontier's lock is held before any repair
             peers.open(ctx, self)
@@ -286,11 +288,27 @@ class Crawler:
             self._stop_reason = reason
         self._wake.set()
 
+    def interrupt(self) -> None:
+        """Stop promptly (Ctrl-C, SIGTERM): stop leasing and abandon the fetches in flight
+        (their leases are not acked: fetched again on resume); the pages whose response is
+        already read are still archived and recorded, then the crawl ends as after
+        :meth:`request_stop` (checkpoint, report)."""
+        self.request_stop("interrupted")
+        for t in list(self._inflight - self._fetched):
+            t.cancel()
+
     def abort(self) -> None:
         """Cancel the requests in flight (they are fetched again on resume)."""
         self.request_stop("interrupted")
         for t in list(self._inflight):
             t.cancel()
+
+    def _released(self) -> None:
+        """The worker's ``on_release``: the current task's response is read."""
+        task = asyncio.current_task()
+        if task is not None:
+            self._fetched.add(task)
+        self.wake()
 
     def wake(self) -> None:
         """Make the loop look at the frontier again now (new requests were added)."""
@@ -410,6 +428,7 @@ class Crawler:
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         self._inflight.discard(task)
+        self._fetched.discard(task)
         self._wake.set()
         self.peers.publish(self.stats.ok, len(self._inflight))
 

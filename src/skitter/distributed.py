@@ -252,9 +252,10 @@ if exists and ARGV[1] ~= '1' then return 'exists' end
 if (not exists) and ARGV[1] == '1' then return 'missing' end
 if not exists then
   local t = redis.call('TIME')
-  redis.call('HSET', KEYS[1], 'created', t[1] .. '.' .. string.format('%06d', tonumber(t[2])),
-             'settings', ARGV[2])
+  redis.call('HSET', KEYS[1], 'created', t[1] .. '.' .. string.format('%06d', tonumber(t[2])))
 end
+-- on resume too: workers joining from now on take the limits given to the resume
+redis.call('HSET', KEYS[1], 'settings', ARGV[2])
 redis.call('HSET', KEYS[1], 'state', 'running')
 redis.call('HINCRBY', KEYS[1], 'epoch', 1)
 return 'ok'
@@ -264,7 +265,8 @@ return 'ok'
 async def create_crawl(
     client: Any, crawl_id: str, settings: dict[str, Any], *, resume: bool
 ) -> None:
-    """Record crawl ``crawl_id`` (its settings) as running; with ``resume``, an existing one.
+    """Record crawl ``crawl_id`` (its settings) as running; with ``resume``, an existing one
+    (whose stored settings become ``settings``: those of the resume, same scope and seeds).
 
     Raises:
         ConfigError: the crawl exists and ``resume`` is False, or is missing on ``resume``.

@@ -27,6 +27,7 @@ from skitter.export.linkfile import (
     links_name,
 )
 from skitter.export.links import unescape
+from skitter.folder_lock import LOCK_FILE, check_free, lock_folder
 from skitter.settings import CrawlSettings
 from skitter.shard_merge import COPY_CHUNK_BYTES, LINKS_HEADER_BYTES
 from skitter.sharding import shard_dir
@@ -149,7 +150,7 @@ def merged_report(
 
 #: The last file a merge writes into MERGED: its presence says the merge is complete.
 MERGED_FILE = "merged.json"
-_OUTPUTS = (PAGES_FILE, LINKS_FILE, LINKS_ZST_FILE, REPORT_FILE, MERGED_FILE)
+_OUTPUTS = (PAGES_FILE, LINKS_FILE, LINKS_ZST_FILE, REPORT_FILE, MERGED_FILE, LOCK_FILE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,10 +337,18 @@ def merge_folders(inputs: Sequence[Path], out: Path) -> MergeSummary:
     Raises:
         ConfigError: a folder is missing, is not a crawl folder, is given twice, or ``out``
             is inside an input (or the reverse), or ``out`` holds other files.
+        StateError: a crawl or another merge is running in ``out`` (its pid named).
         OSError: a file cannot be read or written.
     """
+    check_free(out)  # a crawl running in ``out``: named (nothing changed)
     folders = _check_inputs(inputs, out)
     out.mkdir(parents=True, exist_ok=True)
+    with lock_folder(out, "merge"):
+        return _merge_into(folders, out)
+
+
+def _merge_into(folders: list[Path], out: Path) -> MergeSummary:
+    """:func:`merge_folders` once the inputs are checked and ``out`` is locked."""
     with contextlib.suppress(FileNotFoundError):
         os.unlink(out / MERGED_FILE)
     fsync_dir(out)

@@ -39,6 +39,9 @@ class LoopControl(Protocol):
     def request_stop(self, reason: str = "interrupted") -> None:
         """Stop leasing; requests in flight finish."""
 
+    def interrupt(self) -> None:
+        """Stop leasing and abandon the fetches in flight (pages fetched are recorded)."""
+
     def abort(self) -> None:
         """Cancel the requests in flight."""
 

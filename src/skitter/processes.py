@@ -429,7 +429,7 @@ def _watch(
         nonlocal signals
         signals += 1
         if signals == 1:
-            print("stopping: finishing requests in flight (Ctrl-C again to abort)", file=sys.stderr)
+            print("stopping: recording the pages fetched (Ctrl-C again to abort)", file=sys.stderr)
         for w in workers:
             if not w.exited:
                 with contextlib.suppress(OSError):

@@ -242,7 +242,7 @@ class ShardPeers(Peers):
                 while link.conn.poll():
                     msg = link.conn.recv()
                     if msg == "stop":
-                        loop.request_stop("interrupted")
+                        loop.interrupt()
                     elif msg == "abort":
                         loop.abort()
                     elif msg == "finish":

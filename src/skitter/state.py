@@ -2,7 +2,9 @@
 
 Files (all in ``--out DIR``)::
 
-    state.json         format version, the crawl's settings and seeds (written once, atomically)
+    state.json         format version, the crawl's settings and seeds (written atomically at the
+                       start, and on a resume that changes a setting)
+    skitter.lock       held (flock) while a command writes the folder: skitter.folder_lock
     checkpoint.json    offsets of pages.jsonl / links.tsv and the stats at the last frontier commit
     frontier.sqlite    the frontier (SQLite backend)
     cookies.json       the cookie jar
@@ -24,6 +26,7 @@ from typing import Any
 
 from skitter import __version__, compact_json
 from skitter.errors import ConfigError, StateError
+from skitter.folder_lock import LOCK_FILE
 from skitter.settings import (
     CrawlSettings,
     FetchSettings,
@@ -41,6 +44,7 @@ __all__ = [
     "load_state",
     "prepare_new_out_dir",
     "read_json",
+    "save_resumed_state",
     "save_state",
     "settings_from_dict",
     "settings_to_dict",
@@ -153,7 +157,7 @@ def settings_from_dict(data: dict[str, Any]) -> CrawlSettings:
 
 #: What a crawl killed while starting, before state.json, can have left (the write probe, the
 #: temporary state.json): nothing to resume, so the same command may start again there.
-_START_LEFTOVERS = frozenset({".write-test", STATE_FILE + ".tmp"})
+_START_LEFTOVERS = frozenset({".write-test", STATE_FILE + ".tmp", LOCK_FILE})
 
 
 def prepare_new_out_dir(out_dir: Path) -> None:
@@ -189,6 +193,26 @@ def save_state(out_dir: Path, settings: CrawlSettings) -> None:
         out_dir / STATE_FILE,
         {"format": FORMAT_VERSION, "skitter": __version__, "settings": settings_to_dict(settings)},
     )
+
+
+def save_resumed_state(out_dir: Path, settings: CrawlSettings) -> bool:
+    """On resume: store the settings given now (the limits, politeness... that may change,
+    :data:`FIXED_ON_RESUME` being checked already) in state.json, so that a later
+    ``--resume`` without flags goes on with them (a ``--max-pages`` raised or lifted stays
+    so). Written (atomically) only when they differ from the stored ones; call with the
+    folder's lock held (:mod:`skitter.folder_lock`).
+
+    Returns:
+        True when state.json was rewritten.
+    Raises:
+        StateError: state.json unreadable. OSError: it cannot be written.
+    """
+    stored = load_state(out_dir)
+    now = replace(settings, out_dir=stored.out_dir, resume=stored.resume, quiet=stored.quiet)
+    if settings_to_dict(now) == settings_to_dict(stored):
+        return False
+    save_state(out_dir, now)
+    return True
 
 
 def load_state(out_dir: Path) -> CrawlSettings:

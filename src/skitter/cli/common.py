@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 from skitter.cli.flag_types import at_least_one as at_least_one
 from skitter.cli.flag_types import deadline as deadline
 from skitter.cli.flag_types import duration as duration
+from skitter.cli.flag_types import duration_or_off as duration_or_off
 from skitter.cli.flag_types import folder as folder
 from skitter.cli.flag_types import header as header
 from skitter.cli.flag_types import limit_or_off as limit_or_off
@@ -156,15 +157,17 @@ def add_common_flags(c: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     g.add_argument("--max-depth", type=positive_int, metavar="N", help="hops from a seed")
     g.add_argument(
         "--max-pages",
-        type=at_least_one,
+        type=limit_or_off,
         metavar="N",
-        help="stop after N records with a 2xx status",
+        help="stop after N records with a 2xx status, counted over the whole crawl "
+        "(0 = no limit; may change on --resume)",
     )
     g.add_argument(
         "--max-time",
-        type=duration,
+        type=duration_or_off,
         metavar="DURATION",
-        help="stop cleanly after this long (90, 30s, 20m, 2h); resumable",
+        help="stop cleanly after this long (90, 30s, 20m, 2h) in this session; resumable "
+        "(0 = no limit; may change on --resume)",
     )
     g.add_argument(
         "--max-links-per-page",

@@ -28,11 +28,17 @@ from skitter.cli.outcome import failure_exit
 from skitter.cli.quality_flags import add_quality_flags, quality_from_args
 from skitter.errors import ConfigError, SkitterError
 from skitter.export.linkfile import links_name
+from skitter.folder_lock import FolderLock, check_free, lock_folder
 from skitter.settings import (
     CrawlSettings,
     is_redis_url,
 )
-from skitter.state import check_resume_compatible, load_state
+from skitter.state import (
+    check_resume_compatible,
+    load_state,
+    prepare_new_out_dir,
+    save_resumed_state,
+)
 from skitter.stats import StatsSnapshot
 from skitter.status.session import (
     StatusOptions,
@@ -376,27 +382,58 @@ def run(args: argparse.Namespace) -> int:
 
             check_root(settings.focus.save_files)
         from skitter.rules import ScopeRule
-        from skitter.runtime import tune_gc
         from skitter.urls import canonicalize
 
         ScopeRule(settings.scope, [u for u in map(canonicalize, settings.seeds) if u])
-        status = StatusOptions.from_args(args)
-        if getattr(args, "levels", False) or (settings.resume and _is_levels_crawl(args.out)):
-            import asyncio
-
-            return asyncio.run(_crawl_levels(settings))
-        if settings.processes > 1:
-            return _crawl_processes(settings, status, getattr(args, "stats_interval", 60.0))
-        import asyncio
-
-        tune_gc()
-        return asyncio.run(_crawl(settings, status, getattr(args, "stats_interval", 60.0)))
+        lock = _lock_out_dir(settings)  # before anything in the folder is read for writing
+        try:
+            return _run_locked(args, settings)
+        finally:
+            lock.release()
     except (SkitterError, OSError, KeyboardInterrupt) as exc:
         out = getattr(args, "out", None)  # None: refused before --out was checked
         resume = _resume_command(str(out))
         # Redis lost past --redis-wait: the crawl is kept there
         lost = f"; the crawl stopped; resume with: {resume} (or join it with skitter worker)"
         return failure_exit(exc, go_on=resume, out=out, lost=lost)
+
+
+def _lock_out_dir(settings: CrawlSettings) -> FolderLock:
+    """Take the output folder's lock (:mod:`skitter.folder_lock`): a crawl running there
+    (``--resume`` or a new crawl into its folder) is refused, naming its pid, and nothing in
+    the folder is changed. A new crawl's folder is created (checked empty) first. On resume,
+    state.json then takes the limits given now (:func:`skitter.state.save_resumed_state`).
+
+    Raises:
+        StateError: the folder is in use, or not empty for a new crawl.
+    """
+    out = Path(settings.out_dir)
+    if settings.resume:
+        lock = lock_folder(out)
+        try:
+            save_resumed_state(out, settings)
+        except BaseException:
+            lock.release()
+            raise
+        return lock
+    check_free(out)
+    prepare_new_out_dir(out)
+    return lock_folder(out)
+
+
+def _run_locked(args: argparse.Namespace, settings: CrawlSettings) -> int:
+    """The crawl of :func:`run`, its folder locked."""
+    import asyncio
+
+    from skitter.runtime import tune_gc
+
+    status = StatusOptions.from_args(args)
+    if getattr(args, "levels", False) or (settings.resume and _is_levels_crawl(args.out)):
+        return asyncio.run(_crawl_levels(settings))
+    if settings.processes > 1:
+        return _crawl_processes(settings, status, getattr(args, "stats_interval", 60.0))
+    tune_gc()
+    return asyncio.run(_crawl(settings, status, getattr(args, "stats_interval", 60.0)))
 
 
 def _write_missing_end_files(out: str) -> None:
@@ -406,7 +443,8 @@ def _write_missing_end_files(out: str) -> None:
     if all((path / name).exists() for name in ("metrics.prom", "report.html")):
         return
     if not _is_levels_crawl(out):  # (a --levels crawl writes none)
-        write_end_files(out, (0, 0, 0, 0))
+        with lock_folder(path):
+            write_end_files(out, (0, 0, 0, 0))
 
 
 def _is_levels_crawl(out: str) -> bool:

@@ -161,6 +161,14 @@ def resolve(text: str) -> tuple[str, int, str]:
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$", re.I)
 
 
+def duration_or_off(text: str) -> float | None:
+    """A :func:`duration`, or ``0`` (``0s``...): no limit (None)."""
+    m = _DURATION.match(text)
+    if m and float(m.group(1)) == 0:
+        return None
+    return duration(text)
+
+
 def duration(text: str) -> float:
     """Seconds from ``90``, ``30s``, ``20m``, ``2h``, ``1d``; must be > 0."""
     m = _DURATION.match(text)

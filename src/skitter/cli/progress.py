@@ -104,8 +104,9 @@ class Progress:
 async def run_crawler(crawler: Crawler, progress: Progress) -> tuple[StatsSnapshot, bool]:
     """Run an entered crawler with progress and Ctrl-C handling.
 
-    The first SIGINT/SIGTERM stops leasing (requests in flight finish and are recorded), a
-    second one aborts them. Returns ``(snapshot, interrupted)``; interrupted means the
+    The first SIGINT/SIGTERM stops at once (:meth:`Crawler.interrupt`: fetches in flight
+    are abandoned, fetched again on resume; pages already fetched are recorded), a second one
+    also cancels those. Returns ``(snapshot, interrupted)``; interrupted means the
     crawl stopped before its frontier ran dry because of a signal.
     """
     loop = asyncio.get_running_loop()
@@ -116,8 +117,8 @@ async def run_crawler(crawler: Crawler, progress: Progress) -> tuple[StatsSnapsh
         signals += 1
         if signals == 1:
             progress.stop()
-            print("stopping: finishing requests in flight (Ctrl-C again to abort)", file=sys.stderr)
-            crawler.request_stop()
+            print("stopping: recording the pages fetched (Ctrl-C again to abort)", file=sys.stderr)
+            crawler.interrupt()
         else:
             crawler.abort()
 

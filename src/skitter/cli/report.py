@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from skitter.cli.common import os_error_line
+from skitter.errors import StateError
+from skitter.folder_lock import check_free
 
 
 def add_parser(sub: Any) -> None:
@@ -35,8 +37,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"skitter: error: not a folder: {out}", file=sys.stderr)
         return 2
     try:
+        check_free(out)  # a running crawl writes these files itself at its end
         path = write_report(out)
         CrawlMetrics.from_output(out).write_textfile(out / "metrics.prom")
+    except StateError as exc:
+        print(f"skitter: error: {exc}", file=sys.stderr)
+        return 2
     except FileNotFoundError as exc:
         print(f"skitter: error: {exc}", file=sys.stderr)
         return 2
