@@ -14,7 +14,9 @@ Wraps the pure :class:`skitter.dedup.Deduper` with what the crawl needs around i
   queued (links.tsv decision ``trap``);
 * :meth:`DuplicateStage.rebuild` -- on resume, the index and the per-host counts come back
   from pages.jsonl (``sha1``, ``simhash``, ``duplicate``). Payload digests and dates of
-  captures made before the crash are not in pages.jsonl: a duplicate of such a page gets a
+  captures made before the resume are not in pages.jsonl: :attr:`DuplicateStage.earlier`
+  (:class:`skitter.earlier_captures.EarlierCaptures`) finds them in the crawl's WARC files
+  and their CDXJ indexes when a duplicate of such a page comes; one it cannot find gets a
   full response record (never a revisit that could point at nothing).
 
 Not thread-safe; one per crawler process (with ``--processes`` each process dedups the
@@ -31,6 +33,7 @@ from typing import Any
 
 from skitter.charset import decode_html
 from skitter.dedup import Deduper, Duplicate, digest_key, simhash, simhash_hex, visible_text
+from skitter.earlier_captures import EarlierCaptures
 from skitter.export.warc import WarcRevisit
 from skitter.settings import QualitySettings
 
@@ -84,6 +87,8 @@ class DuplicateStage:
         self.cut_hosts: set[str] = set()
         self.revisits = 0
         self.trapped = 0
+        #: captures of the sessions before a resume (set by :mod:`skitter.recovery`)
+        self.earlier: EarlierCaptures | None = None
         self._trapped_urls: list[str] = []
 
     @property
@@ -124,6 +129,8 @@ class DuplicateStage:
                 self.cut_hosts.add(host)
             self._kinds[dup.kind] += 1
             cap = self._captures.get(digest_key(digest)) if dup.kind == "exact" else None
+            if cap is None and dup.kind == "exact" and self.earlier:
+                cap = self._earlier_capture(digest, dup.of, payload)
             if cap is not None and cap[:12] == payload[:12]:
                 revisit = WarcRevisit("identical-payload-digest", dup.of, cap[12:].decode())
         return PageVerdict(
@@ -133,6 +140,17 @@ class DuplicateStage:
             revisit,
             payload,
         )
+
+    def _earlier_capture(self, digest: str, of: str, payload: bytes) -> bytes | None:
+        """The capture of ``of`` (an original page of an earlier session) with this payload,
+        found in the WARC files (:attr:`earlier`), remembered as this session's are."""
+        assert self.earlier is not None
+        date = self.earlier.date_of(of, payload)
+        if date is None:
+            return None
+        cap = payload[:12].ljust(12, b"\0") + date.encode()
+        self._captures.setdefault(digest_key(digest), cap)
+        return cap
 
     def captured(self, url: str, verdict: PageVerdict, warc_date: str) -> None:
         """The response of an original page went to the WARC at ``warc_date`` (its

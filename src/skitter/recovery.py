@@ -20,6 +20,7 @@ from typing import Any
 
 from skitter.checklinks.verdicts import record_verdict
 from skitter.context import CrawlContext
+from skitter.earlier_captures import EarlierCaptures
 from skitter.errors import StateError
 from skitter.export.linkfile import cut_tail, iter_lines, links_file
 from skitter.export.links import LinkRow, parse_row
@@ -98,6 +99,8 @@ async def reconcile(ctx: CrawlContext) -> None:
     if pages_path.exists():  # the duplicate index and the recrawl counts: from every record
         if ctx.dups is not None and ctx.dups.enabled:
             ctx.dups.rebuild(read_records(pages_path), host_key)
+            if c.warc is not None:  # revisits of the earlier sessions' captures
+                ctx.dups.earlier = EarlierCaptures(c.warc.directory, c.warc.prefix)
         if ctx.recrawl is not None:
             for r in read_records(pages_path):
                 ctx.recrawl.note(r["url"], r.get("status"), r.get("sha1"))
