@@ -47,7 +47,7 @@ from skitter.parse_stage import Extract, ParseStage
 from skitter.peers import Peers
 from skitter.recovery import reconcile
 from skitter.recrawl import RecrawlPolicy
-from skitter.reporting import build_report, write_report
+from skitter.reporting import build_report, parse_counts, whole_parse_section, write_report
 from skitter.settings import CrawlSettings
 from skitter.sitemap_phase import read_sitemaps
 from skitter.state import CHECKPOINT_FILE, atomic_write_json
@@ -140,6 +140,8 @@ class Crawler:
         self._inflight: set[asyncio.Task[None]] = set()
         #: tasks past their fetch (response read, host released): left to finish on interrupt
         self._fetched: set[asyncio.Task[None]] = set()
+        #: parse counts of the sessions before a resume (checkpoint "parse")
+        self._parse_earlier: dict[str, Any] = {}
         self._wake = asyncio.Event()
         self._stopping = False
         self._stop_reason = ""
@@ -195,7 +197,8 @@ class Crawler:
             # after build_components: the frontier's lock is held before any repair
             peers.open(ctx, self)
             if self.settings.resume:
-                await reconcile(ctx)
+                cp = await reconcile(ctx)
+                self._parse_earlier = cp.get("parse") or {}  # report.json: the whole crawl
         except BaseException:
             await self._close_components()
             raise
@@ -476,6 +479,7 @@ class Crawler:
             "robots": c.robots.to_state(),
             "robots_notes": ctx.robots_notes.to_state(),
             **({"duplicates": ctx.dups.to_state()} if ctx.dups is not None else {}),
+            "parse": parse_counts(self._parse_section()),
             **self.peers.checkpoint_state(),
         }
         await c.frontier.flush()
@@ -493,8 +497,12 @@ class Crawler:
         report = build_report(
             self._context, self.snapshot(), finished=self._finished, stop_reason=self.stop_reason
         )
-        parse = self._parse.report_sections() if self._parse is not None else {}
-        return {**report, **self.limit.report_sections(), **parse}
+        return {**report, **self.limit.report_sections(), **self._parse_section()}
+
+    def _parse_section(self) -> dict[str, Any]:
+        """report.json ``parse`` of this process, all sessions."""
+        now = self._parse.report_sections() if self._parse is not None else {}
+        return whole_parse_section(now, self._parse_earlier)
 
     def _write_report(self) -> None:
         if self._ctx is None:

@@ -36,11 +36,12 @@ __all__ = ["reconcile"]
 log = logging.getLogger("skitter")
 
 
-async def reconcile(ctx: CrawlContext) -> None:
+async def reconcile(ctx: CrawlContext) -> dict[str, Any]:
     """Bring the frontier up to date with the journals after a crash (see module doc).
 
     Sets ``ctx.stats`` (and the trap budgets, the peers' state) to the checkpoint's, then
-    counts and replays the records and links.tsv rows past it.
+    counts and replays the records and links.tsv rows past it. Returns the checkpoint read
+    (``{}`` if none), for the crawler's own counters.
 
     Raises:
         StateError: a journal is shorter than its checkpoint, or checkpoint.json is damaged.
@@ -121,6 +122,7 @@ async def reconcile(ctx: CrawlContext) -> None:
         len(set(done_urls)),
         len(readd),
     )
+    return cp
 
 
 _NOT_FETCHED = "(robots.txt and page not fetched)"

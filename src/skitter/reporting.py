@@ -7,6 +7,8 @@ and at the end of the run; a sharded crawl's coordinator merges its processes' r
 
 from __future__ import annotations
 
+import os
+from collections import Counter
 from typing import Any
 
 from skitter import __version__
@@ -14,7 +16,7 @@ from skitter.context import CrawlContext
 from skitter.state import REPORT_FILE, atomic_write_json
 from skitter.stats import StatsSnapshot
 
-__all__ = ["build_report", "write_report"]
+__all__ = ["build_report", "parse_counts", "whole_parse_section", "write_report"]
 
 
 def build_report(
@@ -63,3 +65,30 @@ def write_report(ctx: CrawlContext, report: dict[str, Any]) -> None:
         OSError: the file cannot be written.
     """
     atomic_write_json(ctx.out_dir / REPORT_FILE, report)
+
+
+def whole_parse_section(section: dict[str, Any], earlier: dict[str, Any]) -> dict[str, Any]:
+    """report.json's ``parse`` section of one process for the whole crawl: this session's
+    (:meth:`skitter.parse_stage.ParseStage.report_sections`: ``{"parse": {"pid", "here",
+    "helpers"}}`` or ``{}``) plus the counts of the sessions before a resume (``earlier``:
+    :func:`parse_counts` as checkpointed), as ``totals`` are: ``here`` summed, ``helpers``
+    summed by the process id that parsed them (earlier sessions' siblings had other ids)."""
+    now = section.get("parse")
+    here = int(earlier.get("here") or 0)
+    helpers: Counter[str] = Counter()
+    for pid, n in (earlier.get("helpers") or {}).items():
+        helpers[str(pid)] += int(n)
+    if now is None and not here and not helpers:
+        return section
+    if now is not None:
+        here += int(now.get("here") or 0)
+        helpers.update({str(k): int(v) for k, v in (now.get("helpers") or {}).items()})
+    pid = now.get("pid") if now is not None else os.getpid()
+    return {"parse": {"pid": pid, "here": here, "helpers": dict(sorted(helpers.items()))}}
+
+
+def parse_counts(whole: dict[str, Any]) -> dict[str, Any]:
+    """The checkpoint's ``parse`` entry (``{"here", "helpers"}``, whole crawl) from
+    :func:`whole_parse_section`'s result; ``{}`` when there is none."""
+    p = whole.get("parse")
+    return {"here": p["here"], "helpers": p["helpers"]} if p else {}

@@ -14,7 +14,8 @@ from tests.integration.site import Site, html, links_page
 from tests.warc_check import warc_records
 
 A = "dup.example.test"
-SAME = "<!doctype html><title>same</title><p>one body</p><a href='/copy'>c</a><a href='/copy2'>d</a>"
+SAME = "<!doctype html><title>same</title><p>one body</p><a href='/copy'>c</a><a href='/copy2'>"
+SAME += "d</a>"
 
 
 @pytest.mark.parametrize(("processes", "drop_cdxj"), [("1", False), ("2", False), ("1", True)])
