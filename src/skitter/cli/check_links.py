@@ -29,6 +29,7 @@ from skitter.cli.common import (
 from skitter.cli.progress import run_watched
 from skitter.crawler import Crawler
 from skitter.errors import ConfigError, OutputError, SkitterError, StateError
+from skitter.folder_lock import FolderLock, check_free, lock_folder
 from skitter.settings import (
     CrawlSettings,
 )
@@ -227,6 +228,7 @@ def run(args: argparse.Namespace) -> int:
     temp: str | None = None
     keep_temp = False
     target: str | None = getattr(args, "output", None)
+    held: FolderLock | None = None
     try:
         if target is not None:
             check_output_file(target)
@@ -245,7 +247,9 @@ def run(args: argparse.Namespace) -> int:
                 raise StateError(f"{out} holds a crawl, not a link check")
             settings = settings_from_args(args, base=stored)
             check_resume_compatible(stored, settings)
+            held = lock_folder(out, "check-links")  # refused while one runs there
         else:
+            check_free(out)  # a crawl or check running there: named
             settings = settings_from_args(args)
             if not settings.seeds:
                 raise ConfigError("no URLs: give start URLs or --seeds-file")
@@ -333,5 +337,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"skitter: internal error: {exc!r}", file=sys.stderr)
         return 2
     finally:
+        if held is not None:
+            held.release()
         if temp is not None and not keep_temp:
             shutil.rmtree(temp, ignore_errors=True)

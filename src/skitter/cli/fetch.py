@@ -87,6 +87,7 @@ def _code(crawler: Any, snap: Any, settings: Any, interrupted: bool) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``skitter fetch``; returns the exit code."""
+    from skitter.folder_lock import check_free, lock_folder
     from skitter.offline.urllist import read_url_list
     from skitter.state import check_resume_compatible, load_state
 
@@ -95,7 +96,10 @@ def run(args: argparse.Namespace) -> int:
             stored = load_state(Path(args.out))
             settings = settings_from_args(args, base=stored)
             check_resume_compatible(stored, settings)
+            held = lock_folder(Path(args.out), "fetch")  # refused while one runs there
         else:
+            check_free(Path(args.out))  # a crawl running there: named
+            held = None
             src = getattr(args, "urls", None)
             if src is None:
                 raise ConfigError("give the URLs with --urls FILE (or --urls - for stdin)")
@@ -111,7 +115,11 @@ def run(args: argparse.Namespace) -> int:
                 scope = replace(scope, scope="any")
             settings = replace(settings, seeds=tuple(urls), scope=scope, processes=1)
         settings = replace(settings, extract_links=False)
-        return asyncio.run(_fetch(settings))
+        try:
+            return asyncio.run(_fetch(settings))
+        finally:
+            if held is not None:
+                held.release()
     except (SkitterError, OSError, KeyboardInterrupt) as exc:
         out = getattr(args, "out", None)  # None: refused before --out was checked
         return failure_exit(exc, go_on=_resume_command(str(out)), out=out, message=_fetch_message)
