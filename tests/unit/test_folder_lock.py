@@ -48,6 +48,9 @@ def test_kill_9_releases_the_lock_and_a_refusal_changes_nothing(tmp_path: Path) 
         if holder.poll() is None:
             holder.kill()
             holder.wait()
+        for pipe in (holder.stdin, holder.stdout):
+            if pipe is not None:
+                pipe.close()
     check_free(tmp_path)  # the kernel released it with the process
     with lock_folder(tmp_path) as lock:
         assert (tmp_path / LOCK_FILE).read_bytes() == f"{os.getpid()} crawl\n".encode()
