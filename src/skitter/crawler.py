@@ -480,6 +480,7 @@ class Crawler:
             "robots_notes": ctx.robots_notes.to_state(),
             **({"duplicates": ctx.dups.to_state()} if ctx.dups is not None else {}),
             "parse": parse_counts(self._parse_section()),
+            "max_depth": self.settings.scope.max_depth,  # raised on resume: skitter.recovery
             **self.peers.checkpoint_state(),
         }
         await c.frontier.flush()

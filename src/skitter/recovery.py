@@ -110,6 +110,8 @@ async def reconcile(ctx: CrawlContext) -> dict[str, Any]:
     readd: list[Request] = []
     if links_path.exists():
         readd = _reconcile_links(ctx, links_path, links_off, recorded)
+    if links_path.exists() and _depth_raised(cp, ctx.settings.scope.max_depth):
+        readd += _requeue_depth_cut(ctx, links_path, pages_path)
     if readd:
         await ctx.add(readd)
     # the trap budgets (distinct queued URLs per path / host) are rebuilt from links.tsv
@@ -126,6 +128,54 @@ async def reconcile(ctx: CrawlContext) -> dict[str, Any]:
 
 
 _NOT_FETCHED = "(robots.txt and page not fetched)"
+
+
+def _depth_raised(cp: dict[str, Any], now: int | None) -> bool:
+    """Was ``--max-depth`` raised (or lifted) since the checkpoint's session?"""
+    if "max_depth" not in cp:
+        return False  # a checkpoint of an older Skitter: the limit is unknown
+    before = cp["max_depth"]
+    return isinstance(before, int) and (now is None or now > before)
+
+
+def _requeue_depth_cut(ctx: CrawlContext, links: Path, pages: Path) -> list[Request]:
+    """``--max-depth`` raised on resume: the links the old limit left out (links.tsv decision
+    ``depth``, kept as written) whose page is now within the limit, as requests (their trap
+    budgets spent as if they were found now; hosts cut as duplicates and unwanted file types
+    left out). The URL-seen test drops those queued meanwhile."""
+    max_depth = ctx.settings.scope.max_depth
+    depth_of: dict[str, int] = {}
+    for r in read_records(pages):
+        page_depth = int(r.get("depth") or 0)
+        for key in ("url", "final_url"):
+            if isinstance(r.get(key), str):
+                depth_of.setdefault(r[key], page_depth)
+    cut = ctx.dups.cut_hosts if ctx.dups is not None else set()
+    focus = ctx.components.focus
+    owner_of = ctx.peers.owner_of_url
+    out: list[Request] = []
+    wanted: set[str] = set()
+    for unit, line in iter_lines(links, 0):
+        if unit == 0 and line.startswith(b"source\t"):
+            continue
+        row = parse_row(line.decode("utf-8", errors="replace"))
+        if row is None or row.decision != Decision.DEPTH.value or row.target in wanted:
+            continue
+        d = depth_of.get(row.source)
+        if d is None or (max_depth is not None and d + 1 > max_depth):
+            continue
+        if host_key(row.target) in cut or (
+            focus.filters_links and not focus.link_allowed(row.target)
+        ):
+            continue
+        if (owner_of is None or owner_of(row.target) == ctx.peers.index) and ctx.traps.admit(
+            row.target
+        ) is not None:
+            continue
+        wanted.add(row.target)
+        out.append(Request(url=row.target, depth=d + 1, referer=row.source))
+    log.info("resume: --max-depth raised: %d links left out by the old limit queued", len(out))
+    return out
 
 
 def _tally_robots(ctx: CrawlContext, r: dict[str, Any]) -> None:

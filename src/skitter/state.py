@@ -260,7 +260,6 @@ FIXED_ON_RESUME = (
     ("scope", lambda s: s.scope.scope),
     ("include", lambda s: tuple(s.scope.include)),
     ("exclude", lambda s: tuple(s.scope.exclude)),
-    ("max-depth", lambda s: s.scope.max_depth),
     ("max-links-per-page", lambda s: s.scope.max_links_per_page),
     ("max-seed-links", lambda s: s.scope.max_seed_links),
     ("max-url-length", lambda s: s.scope.max_url_length),

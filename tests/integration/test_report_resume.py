@@ -90,3 +90,50 @@ async def test_max_pages_changes_on_resume_and_is_kept(
     report = json.loads((out / "report.json").read_text())
     assert report["finished"] is True and report["totals"]["ok"] == N + 1
     assert json.loads((out / "state.json").read_text())["settings"]["max_pages"] is None
+
+
+@pytest.mark.parametrize(("processes", "first_stop"), [("1", "done"), ("2", "max_pages")])
+async def test_max_depth_raised_on_resume_queues_what_the_old_limit_left_out(
+    site: Site, tmp_path: Path, processes: str, first_stop: str
+) -> None:
+    # a chain / -> /d1 -> /d2 -> /d3, and a second host linked from /d1 (other process)
+    other = "deep.other.test"
+    site.route(H, "/", links_page("/d1"))
+    site.route(H, "/d1", links_page("/d2", f"http://{other}:{site.port}/o2"))
+    site.route(H, "/d2", links_page("/d3"))
+    site.route(H, "/d3", links_page("/"))
+    site.route(other, "/o2", links_page("/o3"))
+    site.route(other, "/o3", links_page("/"))
+    out = tmp_path / "out"
+    flags = [*_flags(site, processes), "--resolve", f"{other}:{site.port}:127.0.0.1",
+             "--scope", "any"]  # fmt: skip
+    cap = ["--max-pages", "2"] if first_stop == "max_pages" else []
+    rc, _, err = await arun_cli("crawl", site.url(H, "/"), "--out", str(out), "--max-depth", "1",
+                                *cap, *flags)  # fmt: skip
+    assert rc == 0, err
+    assert json.loads((out / "report.json").read_text())["stop_reason"] == first_stop
+
+    def depths() -> dict[str, int]:
+        lines = (out / "pages.jsonl").read_text().splitlines()
+        return {r["url"]: r["depth"] for r in map(json.loads, lines)}
+
+    assert depths() == {site.url(H, "/"): 0, site.url(H, "/d1"): 1}
+    rc, _, err = await arun_cli("crawl", "--resume", "--out", str(out), "--max-depth", "2",
+                                "--max-pages", "0", *flags)  # fmt: skip
+    assert rc == 0, err
+    o2 = f"http://{other}:{site.port}/o2"
+    assert depths() == {
+        site.url(H, "/"): 0, site.url(H, "/d1"): 1, site.url(H, "/d2"): 2, o2: 2
+    }  # fmt: skip
+    assert json.loads((out / "state.json").read_text())["settings"]["scope"]["max_depth"] == 2
+    # lowered: accepted (applies to the links judged from now on); nothing is left to fetch
+    hits = len(site.hits)
+    rc, _, err = await arun_cli("crawl", "--resume", "--out", str(out), "--max-depth", "1", *flags)
+    assert rc == 0, err
+    assert len(site.hits) == hits
+    if processes == "2":  # finished now: its processes' journals are merged and gone
+        rc, _, err = await arun_cli("crawl", "--resume", "--out", str(out), "--max-depth", "3",
+                                    *flags)  # fmt: skip
+        assert rc == 2 and len(err.strip().splitlines()) == 1, err
+        assert "--max-depth cannot be raised any more" in err
+        assert len(site.hits) == hits

@@ -26,7 +26,7 @@ from skitter.cli.flag_types import warc_level
 from skitter.cli.focus_flags import add_focus_flags
 from skitter.cli.outcome import failure_exit
 from skitter.cli.quality_flags import add_quality_flags, quality_from_args
-from skitter.errors import ConfigError, SkitterError
+from skitter.errors import ConfigError, SkitterError, StateError
 from skitter.export.linkfile import links_name
 from skitter.folder_lock import FolderLock, check_free, lock_folder
 from skitter.settings import (
@@ -357,6 +357,13 @@ def run(args: argparse.Namespace) -> int:
                         f"'skitter crawl --resume --out {args.out}'"
                     )
             done = finished_report(args.out)
+            if done is not None and _depth_raised(stored, settings):
+                if stored.processes > 1:  # its shards' journals are gone (merged, sealed)
+                    raise StateError(
+                        f"the crawl in {args.out} is finished and its processes' journals are "
+                        "merged: --max-depth cannot be raised any more (start a new crawl)"
+                    )
+                done = None  # one process: the links the old limit left out are crawled now
             if done is not None:
                 # nothing left to crawl: say so and touch no file of the crawl
                 _write_missing_end_files(args.out)
@@ -396,6 +403,12 @@ def run(args: argparse.Namespace) -> int:
         # Redis lost past --redis-wait: the crawl is kept there
         lost = f"; the crawl stopped; resume with: {resume} (or join it with skitter worker)"
         return failure_exit(exc, go_on=resume, out=out, lost=lost)
+
+
+def _depth_raised(stored: CrawlSettings, given: CrawlSettings) -> bool:
+    """``--max-depth`` raised (or lifted) on resume."""
+    before, now = stored.scope.max_depth, given.scope.max_depth
+    return before is not None and (now is None or now > before)
 
 
 def _lock_out_dir(settings: CrawlSettings) -> FolderLock:
