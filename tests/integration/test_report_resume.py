@@ -8,9 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
+import redis.asyncio
 
+from skitter.distributed import crawl_key
 from tests.e2e.test_cli import arun_cli
 from tests.integration.site import Site, links_page
+from tests.redis_server import RedisServer
 
 H = "sessions.test"
 N = 30
@@ -137,3 +140,27 @@ async def test_max_depth_raised_on_resume_queues_what_the_old_limit_left_out(
         assert rc == 2 and len(err.strip().splitlines()) == 1, err
         assert "--max-depth cannot be raised any more" in err
         assert len(site.hits) == hits
+
+
+@pytest.mark.slow
+async def test_redis_resume_stores_the_new_limits_for_joining_workers(
+    site: Site, tmp_path: Path, redis_server: RedisServer
+) -> None:
+    _site(site)
+    out = tmp_path / "w0"
+    flags = [*_flags(site, "1"), "--frontier", redis_server.url, "--crawl-id", "limits"]
+    rc, _, err = await arun_cli("crawl", site.url(H, "/"), "--out", str(out), "--max-pages", "3",
+                                *flags)  # fmt: skip
+    assert rc == 0, err
+    assert _ok(out) == 3
+    rc, _, err = await arun_cli("crawl", "--resume", "--out", str(out), "--max-pages", "7",
+                                *flags)  # fmt: skip
+    assert rc == 0, err
+    assert _ok(out) == 7
+    # what a worker joining now is given (skitter worker): the resume's limits
+    client = redis.asyncio.Redis.from_url(redis_server.url)
+    try:
+        raw = await client.hget(crawl_key("limits", "meta"), "settings")
+    finally:
+        await client.aclose()
+    assert json.loads(raw)["max_pages"] == 7
