@@ -12,6 +12,7 @@ from skitter.cli.common import add_status_flags, folder, positive_float
 from skitter.cli.crawl import _crawl
 from skitter.cli.outcome import failure_exit
 from skitter.errors import SkitterError
+from skitter.folder_lock import check_free, lock_folder
 from skitter.settings import redact_url
 from skitter.state import STATE_FILE, settings_from_dict
 from skitter.status.session import StatusOptions
@@ -84,9 +85,16 @@ def run(args: argparse.Namespace) -> int:
     url = redact_url(args.redis_url)
     hint = f"skitter worker {url} --out {args.out} --crawl-id {args.crawl_id}"
     try:
+        out = Path(args.out)
+        check_free(out)  # a crawl or worker running there: named, nothing changed
         settings = asyncio.run(_settings(args))
-        stats_interval_s = getattr(args, "stats_interval", 60.0)
-        return asyncio.run(_crawl(settings, StatusOptions.from_args(args), stats_interval_s))
+        held = lock_folder(out, "worker") if settings.resume else None
+        try:
+            stats_interval_s = getattr(args, "stats_interval", 60.0)
+            return asyncio.run(_crawl(settings, StatusOptions.from_args(args), stats_interval_s))
+        finally:
+            if held is not None:
+                held.release()
     except (SkitterError, OSError, KeyboardInterrupt) as exc:
         lost = f"\nthe worker stopped; the crawl is kept in Redis: {hint}"
         return failure_exit(exc, go_on=hint, lost=lost, verb="go on with")
