@@ -33,7 +33,7 @@ from skitter.folder_lock import FolderLock, check_free, lock_folder
 from skitter.settings import (
     CrawlSettings,
 )
-from skitter.state import check_resume_compatible, load_state
+from skitter.state import check_resume_compatible, load_state, save_resumed_state
 from skitter.status.session import END_FILES, StatusOptions, write_end_files
 
 log = logging.getLogger("skitter")
@@ -248,6 +248,7 @@ def run(args: argparse.Namespace) -> int:
             settings = settings_from_args(args, base=stored)
             check_resume_compatible(stored, settings)
             held = lock_folder(out, "check-links")  # refused while one runs there
+            save_resumed_state(out, settings)  # the limits given now, for later resumes
         else:
             check_free(out)  # a crawl or check running there: named
             settings = settings_from_args(args)

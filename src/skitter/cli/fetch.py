@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``skitter fetch``; returns the exit code."""
     from skitter.folder_lock import check_free, lock_folder
     from skitter.offline.urllist import read_url_list
-    from skitter.state import check_resume_compatible, load_state
+    from skitter.state import check_resume_compatible, load_state, save_resumed_state
 
     try:
         if getattr(args, "resume", False):
@@ -97,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
             settings = settings_from_args(args, base=stored)
             check_resume_compatible(stored, settings)
             held = lock_folder(Path(args.out), "fetch")  # refused while one runs there
+            save_resumed_state(Path(args.out), settings)  # the limits given now, for later
         else:
             check_free(Path(args.out))  # a crawl running there: named
             held = None
