@@ -435,16 +435,19 @@ def _lock_out_dir(settings: CrawlSettings) -> FolderLock:
 
 
 def _run_locked(args: argparse.Namespace, settings: CrawlSettings) -> int:
-    """The crawl of :func:`run`, its folder locked."""
-    import asyncio
-
+    """The crawl of :func:`run`, its folder locked (asyncio is imported only by the crawls
+    that run here: the coordinator of ``--processes`` stays without it)."""
     from skitter.runtime import tune_gc
 
     status = StatusOptions.from_args(args)
     if getattr(args, "levels", False) or (settings.resume and _is_levels_crawl(args.out)):
+        import asyncio
+
         return asyncio.run(_crawl_levels(settings))
     if settings.processes > 1:
         return _crawl_processes(settings, status, getattr(args, "stats_interval", 60.0))
+    import asyncio
+
     tune_gc()
     return asyncio.run(_crawl(settings, status, getattr(args, "stats_interval", 60.0)))
 
