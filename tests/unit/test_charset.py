@@ -355,3 +355,42 @@ def test_decode_never_raises(body: bytes, content_type: str | None) -> None:
 def test_prescan_never_raises(prefix: bytes, body: bytes) -> None:
     result = prescan(prefix + body)
     assert result is None or codecs.lookup(result)
+
+
+_LABELS = ["utf-8", "windows-1252", "iso-8859-2", "koi8-r", "shift_jis", "gbk", "big5",
+           "euc-kr", "utf-16le", "utf-16be", "utf-16", "iso-2022-jp", "utf-7", "x-user-defined",
+           "replacement", "bogus"]  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(alphabet=st.characters(max_codepoint=127), max_size=60),
+    st.sampled_from([None, *_LABELS]),
+    st.sampled_from([None, *_LABELS]),
+)
+def test_ascii_html_encoding_names_decode_htmls_choice_when_the_text_is_the_body(
+    text: str, header: str | None, meta: str | None
+) -> None:
+    head = f'<meta charset="{meta}">' if meta else ""
+    body = (head + text).encode("ascii")
+    ct = f"text/html; charset={header}" if header else "text/html"
+    got = charset.ascii_html_encoding(body, ct)
+    if got is not None:
+        assert decode_html(body, ct) == (body.decode("ascii"), got)
+
+
+@pytest.mark.parametrize(
+    ("body", "ct", "expected"),
+    [
+        (b"<p>plain</p>", None, "utf-8"),
+        (b"<p>plain</p>", "text/html; charset=windows-1252", "cp1252"),
+        (b'<meta charset="iso-8859-2"><p>x', None, "iso8859-2"),
+        (b"<p>+AGE-</p>", "text/html; charset=utf-7", "utf-8"),  # no WHATWG label: ignored
+        (b"<p>~{a~}</p>", "text/html; charset=utf-16le", None),  # ASCII bytes read in pairs
+        (b"\x1b$B$3\x1b(B", "text/html; charset=iso-2022-jp", None),  # stateful
+        ("<p>é</p>".encode(), None, None),  # not ASCII: decode_html decides
+    ],
+)
+def test_ascii_html_encoding_cases(body: bytes, ct: str | None, expected: str | None) -> None:
+    got = charset.ascii_html_encoding(body, ct)
+    assert (got and codecs.lookup(got).name) == (expected and codecs.lookup(expected).name)
