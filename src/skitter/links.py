@@ -28,6 +28,7 @@ from skitter.html_chunks import SEGMENT_MIN_BYTES, extract_segments
 from skitter.html_depth import _flatten_deep as _flatten_deep
 from skitter.html_depth import can_be_deep, is_deep
 from skitter.models import Link, Page
+from skitter.url_join import Joiner
 
 __all__ = [
     "MAX_ANCHOR_CHARS",
@@ -530,7 +531,7 @@ def _extract_whole(
         if frozen is not None:
             base_url = frozen
 
-    join = urls.join
+    join = Joiner(base_url, url_encoding).join  # the base's prefix and directory once
     resolved: dict[str, str | None] = {}  # pages repeat hrefs; joining dominates the cost
     links: list[Link] = []
     add = links.append
@@ -539,7 +540,7 @@ def _extract_whole(
         if raw in resolved:
             target = resolved[raw]
         else:
-            target = resolved[raw] = join(base_url, raw, url_encoding)
+            target = resolved[raw] = join(raw)
         add(new(Link, (target, raw, kind, anchor, nofollow or rel_nofollow)))
     return Page(
         links=links,
