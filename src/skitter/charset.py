@@ -20,11 +20,10 @@ from __future__ import annotations
 import codecs
 import re
 from collections.abc import Callable
-from functools import lru_cache
 
 from skitter.encoding_labels import normalize_label as normalize_label
 
-__all__ = ["ascii_html_encoding", "decode_html", "normalize_label", "prescan"]
+__all__ = ["decode_html", "normalize_label", "prescan"]
 
 _UTF8 = "utf-8"
 _CP1252 = codecs.lookup("cp1252").name
@@ -345,38 +344,3 @@ def decode_html(body: bytes, content_type: str | None) -> tuple[str, str]:
     # 5. Detector, 6. windows-1252.
     codec = _detected_codec(body) or _CP1252
     return body.decode(codec, "replace"), codec
-
-
-#: Bytes that decode to themselves in an ASCII-compatible encoding but not in a stateful or
-#: wide one (UTF-7's "+...-", HZ's "~{", ISO-2022's ESC sequences, UTF-16's byte pairs).
-_ASCII_PROBE = bytes(range(128)) + b"+AGE- ~{a~} \x1b$Bab\x1b(B"
-
-
-@lru_cache(maxsize=64)
-def _decodes_ascii_as_itself(codec: str) -> bool:
-    """Whether ``codec`` decodes every pure-ASCII byte string to the same characters."""
-    try:
-        return _ASCII_PROBE.decode(codec, "replace") == _ASCII_PROBE.decode("ascii")
-    except (LookupError, TypeError, ValueError):
-        return False
-
-
-def ascii_html_encoding(body: bytes, content_type: str | None) -> str | None:
-    """The encoding :func:`decode_html` chooses for ``body`` when its text is ``body``
-    itself, read as ASCII: ``body`` is pure ASCII and the encoding (Content-Type charset,
-    ``<meta>`` prescan, else UTF-8: a BOM is never ASCII) decodes ASCII bytes as ASCII
-    (UTF-8, windows-1252, the ISO 8859 family, Shift_JIS, GBK...; not UTF-16, UTF-7 or
-    ISO-2022-JP). None otherwise: then only :func:`decode_html` gives the text.
-
-    Lets a caller that needs the text only as UTF-8 (an HTML parser) use the bytes without
-    decoding them. ``decode_html(body, content_type) == (body.decode("ascii"), result)``
-    whenever the result is not None. Never raises.
-    """
-    if not body.isascii():
-        return None
-    codec = _content_type_charset(content_type)
-    if codec is None:
-        codec = prescan(body)
-    if codec is None:
-        return _UTF8
-    return codec if _decodes_ascii_as_itself(codec) else None

@@ -82,12 +82,6 @@ def _may_be_deep(text: str) -> bool:
     return _running_sum_exceeds(text, _bound) and _running_sum_exceeds(text, _estimate)
 
 
-def can_be_deep(length: int) -> bool:
-    """Whether a text of ``length`` characters may hold ``_DEEP_CHECK_MIN_TAGS`` tags (a tag
-    takes at least 3 characters, "<a>"); if not, :func:`is_deep` is False without a look."""
-    return length >= 3 * _DEEP_CHECK_MIN_TAGS
-
-
 def is_deep(text: str) -> bool:
     """Whether :func:`skitter.links.extract` must flatten ``text`` (:func:`_flatten_deep`)
     before parsing it: it holds at least ``_DEEP_CHECK_MIN_TAGS`` "<" and its estimated
@@ -99,7 +93,7 @@ def is_deep(text: str) -> bool:
     verdict as ``text.count("<") >= _DEEP_CHECK_MIN_TAGS and _may_be_deep(text)``.
     """
     n = len(text)
-    if not can_be_deep(n):
+    if n < 3 * _DEEP_CHECK_MIN_TAGS:
         return False
     step = _DEEP_WINDOW_CHARS
     starts = range(0, n, step)

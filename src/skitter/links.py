@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from skitter import urls
-from skitter.charset import ascii_html_encoding, decode_html
+from skitter.charset import decode_html
 from skitter.html_chunks import SEGMENT_MIN_BYTES, extract_segments
 from skitter.html_depth import _flatten_deep as _flatten_deep
-from skitter.html_depth import can_be_deep, is_deep
+from skitter.html_depth import is_deep
 from skitter.models import Link, Page
 from skitter.url_join import Joiner
 
@@ -395,20 +395,8 @@ def _extract_whole(
     ids: bool,
 ) -> Page:
     """:func:`extract` with the page parsed whole (one tree)."""
-    source: str | bytes
-    ascii_encoding = ascii_html_encoding(body, content_type)
-    if ascii_encoding is not None:
-        # the text is the body itself: Lexbor reads the bytes, nothing is decoded (but for
-        # the depth guard, when the page is long enough to need it)
-        encoding = ascii_encoding
-        source = body
-        if can_be_deep(len(body)):
-            text = body.decode("ascii")
-            if is_deep(text):
-                source = _flatten_deep(text)
-    else:
-        text, encoding = decode_html(body, content_type)
-        source = _flatten_deep(text) if is_deep(text) else _utf8_source(body, text, encoding)
+    text, encoding = decode_html(body, content_type)
+    source = _flatten_deep(text) if is_deep(text) else _utf8_source(body, text, encoding)
     url_encoding = "utf-8" if encoding.startswith("utf-16") else encoding
     bot = bot_token.lower() if bot_token else None
     noindex, nofollow = parse_robots_directives(headers_robots, (bot,) if bot is not None else ())

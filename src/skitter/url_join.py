@@ -303,7 +303,7 @@ def join(base: str, href: str, encoding: str = "utf-8") -> str | None:
                 return _resolve(prefix, "/", href, encoding)
     elif href.startswith(("http://", "https://")) and _base_prefix(base) is not None:
         if is_serialized(href):
-            _remember(_SERIALIZED, href, href)
+            _remember("", href, href)
             return href
         return _join_cached(_ANY_BASE, href, encoding)
     elif (
@@ -325,10 +325,9 @@ RESOLVED_CACHE_ENTRIES = 1 << 12
 
 #: Resolved plain references by stem (a base's serialised prefix, or its directory), then by
 #: href: ``_MEMOS[stem][href]`` is ``join`` of ``href`` against any base with that stem.
+#: Stem ``""``: absolute http(s) hrefs that are their own WHATWG serialisation (``join``
+#: gives them back against any base with a plain prefix).
 _MEMOS: dict[str, dict[str, str]] = {}
-#: Absolute http(s) hrefs that are their own WHATWG serialisation (``join`` gives them back
-#: against any base with a plain prefix).
-_SERIALIZED: dict[str, str] = {}
 _entries = 0
 
 
@@ -340,18 +339,16 @@ def _memo(stem: str) -> dict[str, str]:
     return memo
 
 
-def _remember(memo: dict[str, str], href: str, result: str) -> None:
-    """``memo[href] = result``, every memo emptied first when they hold
-    :data:`RESOLVED_CACHE_ENTRIES` entries together."""
+def _remember(stem: str, href: str, result: str) -> None:
+    """``_MEMOS[stem][href] = result``, every memo emptied (and dropped) first when they
+    hold :data:`RESOLVED_CACHE_ENTRIES` entries together."""
     global _entries
     if _entries >= RESOLVED_CACHE_ENTRIES:
         for m in _MEMOS.values():
-            m.clear()
+            m.clear()  # (a Joiner holding one finds nothing more in it: join's answers)
         _MEMOS.clear()
-        _SERIALIZED.clear()
         _entries = 0
-        if memo is not _SERIALIZED:
-            return  # (its stem's memo was just dropped: the next call makes a new one)
+    memo = _memo(stem)
     if href not in memo:
         _entries += 1
     memo[href] = result
@@ -362,25 +359,27 @@ def _resolve(stem: str, tail: str, href: str, encoding: str) -> str | None:
     serialised prefix + "/", or its directory + ""): by string operations for a plain
     reference (:func:`skitter.url_simple.resolve_simple`, remembered by stem and href),
     else by :func:`_join_cached`."""
-    memo = _memo(stem)
-    hit = memo.get(href)
+    hit = _memo(stem).get(href)
     if hit is not None:
         return hit
     base = stem + tail
     simple = resolve_simple(base, href)
     if simple is None:
         return _join_cached(base, href, encoding)
-    _remember(memo, href, simple)
+    _remember(stem, href, simple)
     return simple
 
 
 class Joiner:
     """:func:`join` of many hrefs against one base URL (the links of one document).
 
-    The base's prefix and directory are worked out once, and an href as written is looked up
+    The base's prefix and directory are worked out once. An href as written is looked up
     first in what :func:`join` remembered for them (plain references, absolute hrefs that are
-    their own serialisation), without cleaning it: a remembered href is already clean, so an
-    href equal to it resolves the same. Anything else is :func:`join`'s.
+    their own serialisation), then, if it is plain, resolved by string operations against
+    them (:func:`skitter.url_simple.resolve_simple`, :func:`skitter.url_simple.is_serialized`),
+    all without cleaning it: a plain href has nothing to clean (no space, no control), and a
+    remembered href is plain or already clean, so an href equal to it resolves the same.
+    Anything else is :func:`join`'s, which cleans it first.
 
     Args:
         base: absolute base URL (the document base). encoding: the document's encoding.
@@ -391,7 +390,11 @@ class Joiner:
         self.encoding = encoding
         prefix = _base_prefix(base)
         self._plain = prefix is not None
+        self._prefix = "" if prefix is None else prefix
+        self._root = self._prefix + "/"
         self._abs: dict[str, str] | None = None if prefix is None else _memo(prefix)
+        self._absolute = _memo("")
+        self._dir = ""
         self._rel: dict[str, str] | None = None
         self._rel_known = not self._plain  # the directory is found at the first relative href
 
@@ -399,18 +402,39 @@ class Joiner:
         """``join(base, href, encoding)``. Never raises."""
         if href.startswith("/"):
             memo = self._abs
-        elif href.startswith("http") and self._plain:
-            memo = _SERIALIZED
+            if memo is not None:
+                hit = memo.get(href)
+                if hit is not None:
+                    return hit
+                if not href.startswith(("//", "/\\")):
+                    simple = resolve_simple(self._root, href)
+                    if simple is not None:
+                        _remember(self._prefix, href, simple)
+                        return simple
+        elif href.startswith(("http://", "https://")):
+            if self._plain:
+                hit = self._absolute.get(href)
+                if hit is not None:
+                    return hit
+                if is_serialized(href):
+                    _remember("", href, href)
+                    return href
         else:
             if not self._rel_known:
                 self._rel_known = True
                 stem = _base_dir(self.base)
-                self._rel = None if stem is None else _memo(stem)
+                if stem is not None:
+                    self._dir, self._rel = stem, _memo(stem)
             memo = self._rel
-        if memo is not None:
-            hit = memo.get(href)
-            if hit is not None:
-                return hit
+            if memo is not None:
+                hit = memo.get(href)
+                if hit is not None:
+                    return hit
+                if href and href[0] not in "?#" and ":" not in href.partition("/")[0]:
+                    simple = resolve_simple(self._dir, href)
+                    if simple is not None:
+                        _remember(self._dir, href, simple)
+                        return simple
         return join(self.base, href, self.encoding)
 
 

@@ -872,21 +872,3 @@ def test_candidates_are_the_selectors_elements(pieces: list[str]) -> None:
     got = [n for n in links._candidates(tree) if _selector_matches(n)]
     assert [n.mem_id for n in got] == expected
 
-
-@settings(max_examples=200, deadline=None)
-@given(
-    pieces=st.lists(st.one_of(_HTML_PIECES, st.text(max_size=10)), max_size=60),
-    header=st.sampled_from([None, "utf-8", "windows-1252", "utf-16le", "shift_jis", "koi8-r"]),
-)
-def test_ascii_pages_parsed_from_their_bytes_equal_the_decoded_text(
-    pieces: list[str], header: str | None
-) -> None:
-    # A pure-ASCII page whose encoding reads ASCII as ASCII is given to Lexbor as bytes,
-    # undecoded (charset.ascii_html_encoding): the same Page as through decode_html.
-    body = "".join(pieces).encode("ascii", "ignore") + b"<a href='/q?\x7e'>last</a>"
-    ct = f"text/html; charset={header}" if header else "text/html"
-    fast = extract(body, f"{SITE}/dir/", ct)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(links, "ascii_html_encoding", lambda body, ct: None)
-        slow = extract(body, f"{SITE}/dir/", ct)
-    assert fast == slow
