@@ -372,8 +372,10 @@ class Crawler:
                     lease = await frontier.lease(self.clock())
                     if lease is None:
                         peers.publish(ctx.stats.ok, len(inflight))
-                # room but no ready host: this process's pages may be parsed by helpers
+                # room but no ready host: this process's pages may be parsed by helpers;
+                # nothing in flight either: it may parse the pages of a busy helper
                 parse.host_bound = room and lease is None
+                parse.idle = lease is None and not inflight
                 if lease is not None:
                     peers.leased()
                     task = asyncio.create_task(self._guarded(worker, lease))

@@ -18,7 +18,7 @@ from collections.abc import Callable
 # ~6 s in Lexbor, a 10 MB page would take hours. Browsers cap the tree depth (Blink: 512).
 #
 # 1. Documents with fewer than _DEEP_CHECK_MIN_TAGS "<" (or shorter than 3 x that: a tag takes
-#    at least 3 characters, "<a>") are parsed as they are.
+#    at least 3 characters, "<a>") are parsed as they are (:func:`is_deep`).
 # 2. Otherwise a cheap estimate (C-speed str.count per 32 KB window: start tags minus end
 #    tags, running maximum over window boundaries; ~1 ms per MB per count) looks for deep
 #    nesting. Legitimate pages stay far below _DEEP_SUSPECT (the 530 Python doc pages: at
@@ -43,24 +43,31 @@ _DEEP_SUSPECT = 4_096
 _MAX_DEPTH = 512
 
 
-def _bound(w: str) -> int:
-    """Start tags minus end tags of ``w``, counting every "<" but "</" as a start tag: never
-    less than :func:`_estimate` (two scans, not six)."""
-    return w.count("<") - 2 * w.count("</")
+def _bound(text: str, start: int, end: int) -> int:
+    """Start tags minus end tags of ``text[start:end]``, counting every "<" but "</" as a
+    start tag: never less than :func:`_estimate` (two scans, not six)."""
+    return text.count("<", start, end) - 2 * text.count("</", start, end)
 
 
-def _estimate(w: str) -> int:
-    """Start tags minus end tags of ``w``: "<" minus "</", "<!", self-closing "/>" and the
-    common voids <br>, <img>."""
-    return _bound(w) - w.count("<!") - w.count("/>") - w.count("<br") - w.count("<img")
+def _estimate(text: str, start: int, end: int) -> int:
+    """Start tags minus end tags of ``text[start:end]``: "<" minus "</", "<!", self-closing
+    "/>" and the common voids <br>, <img>."""
+    return (
+        _bound(text, start, end)
+        - text.count("<!", start, end)
+        - text.count("/>", start, end)
+        - text.count("<br", start, end)
+        - text.count("<img", start, end)
+    )
 
 
-def _running_sum_exceeds(text: str, weigh: Callable[[str], int]) -> bool:
+def _running_sum_exceeds(text: str, weigh: Callable[[str, int, int], int]) -> bool:
     """Whether the running sum of ``weigh`` over ``text``'s windows of
-    ``_DEEP_WINDOW_CHARS`` passes ``_DEEP_SUSPECT`` at a window's end."""
+    ``_DEEP_WINDOW_CHARS`` passes ``_DEEP_SUSPECT`` at a window's end (each window counted in
+    place, ``str.count`` with bounds: the same counts as on a slice, without the copy)."""
     depth = 0
     for i in range(0, len(text), _DEEP_WINDOW_CHARS):
-        depth += weigh(text[i : i + _DEEP_WINDOW_CHARS])
+        depth += weigh(text, i, i + _DEEP_WINDOW_CHARS)
         if depth > _DEEP_SUSPECT:
             return True
     return False
@@ -73,6 +80,32 @@ def _may_be_deep(text: str) -> bool:
     every page) the answer is already known; else the estimate (:func:`_estimate`) is.
     """
     return _running_sum_exceeds(text, _bound) and _running_sum_exceeds(text, _estimate)
+
+
+def is_deep(text: str) -> bool:
+    """Whether :func:`skitter.links.extract` must flatten ``text`` (:func:`_flatten_deep`)
+    before parsing it: it holds at least ``_DEEP_CHECK_MIN_TAGS`` "<" and its estimated
+    nesting (:func:`_may_be_deep`) passes ``_DEEP_SUSPECT``.
+
+    Costs two ``str.count`` passes over a page with that many tags (one for the "<" of each
+    window, kept for the bound; one for its "</"), one over a page with fewer, none over a
+    text shorter than 3 x the threshold (a tag takes at least 3 characters, "<a>"). Same
+    verdict as ``text.count("<") >= _DEEP_CHECK_MIN_TAGS and _may_be_deep(text)``.
+    """
+    n = len(text)
+    if n < 3 * _DEEP_CHECK_MIN_TAGS:
+        return False
+    step = _DEEP_WINDOW_CHARS
+    starts = range(0, n, step)
+    opens = [text.count("<", i, i + step) for i in starts]
+    if sum(opens) < _DEEP_CHECK_MIN_TAGS:
+        return False
+    depth = 0
+    for i, lt in zip(starts, opens, strict=True):
+        depth += lt - 2 * text.count("</", i, i + step)
+        if depth > _DEEP_SUSPECT:
+            return _running_sum_exceeds(text, _estimate)
+    return False
 
 
 _SCAN_RE = re.compile(

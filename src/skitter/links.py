@@ -25,10 +25,10 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 from skitter import urls
 from skitter.charset import decode_html
 from skitter.html_chunks import SEGMENT_MIN_BYTES, extract_segments
-from skitter.html_depth import _DEEP_CHECK_MIN_TAGS as _DEEP_CHECK_MIN_TAGS
 from skitter.html_depth import _flatten_deep as _flatten_deep
-from skitter.html_depth import _may_be_deep as _may_be_deep
+from skitter.html_depth import is_deep
 from skitter.models import Link, Page
+from skitter.url_join import Joiner
 
 __all__ = [
     "MAX_ANCHOR_CHARS",
@@ -396,20 +396,10 @@ def _extract_whole(
 ) -> Page:
     """:func:`extract` with the page parsed whole (one tree)."""
     text, encoding = decode_html(body, content_type)
+    source = _flatten_deep(text) if is_deep(text) else _utf8_source(body, text, encoding)
     url_encoding = "utf-8" if encoding.startswith("utf-16") else encoding
     bot = bot_token.lower() if bot_token else None
     noindex, nofollow = parse_robots_directives(headers_robots, (bot,) if bot is not None else ())
-    source: str | bytes
-    # (a tag takes at least 3 characters, "<a>": a text shorter than 3 x the threshold
-    # cannot hold that many tags, and is not counted)
-    if (
-        len(text) >= 3 * _DEEP_CHECK_MIN_TAGS
-        and text.count("<") >= _DEEP_CHECK_MIN_TAGS
-        and _may_be_deep(text)
-    ):
-        source = _flatten_deep(text)
-    else:
-        source = _utf8_source(body, text, encoding)
     targets: set[str] = set()
     try:
         tree = LexborHTMLParser(source)
@@ -529,7 +519,7 @@ def _extract_whole(
         if frozen is not None:
             base_url = frozen
 
-    join = urls.join
+    join = Joiner(base_url, url_encoding).join  # the base's prefix and directory once
     resolved: dict[str, str | None] = {}  # pages repeat hrefs; joining dominates the cost
     links: list[Link] = []
     add = links.append
@@ -538,7 +528,7 @@ def _extract_whole(
         if raw in resolved:
             target = resolved[raw]
         else:
-            target = resolved[raw] = join(base_url, raw, url_encoding)
+            target = resolved[raw] = join(raw)
         add(new(Link, (target, raw, kind, anchor, nofollow or rel_nofollow)))
     return Page(
         links=links,

@@ -53,7 +53,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the event loop is imported where a lane is called (a crawler process):
     import asyncio  # not by the coordinator, which only builds the pipes (ParseMesh)
 
-__all__ = ["RAW_BYTES_MIN", "LaneExecutor", "ParseMesh", "serve"]
+__all__ = ["BUSY", "IDLE", "RAW_BYTES_MIN", "ROOM", "LaneExecutor", "ParseMesh", "serve"]
+
+#: Levels a process publishes in :attr:`ParseMesh.free`: its loop keeps its core busy; it
+#: is host-bound (room under its limit, no ready host); it has nothing in flight at all.
+BUSY, ROOM, IDLE = 0, 1, 2
 
 log = logging.getLogger("skitter")
 
@@ -75,8 +79,10 @@ class ParseMesh:
 
     count: int
     pipes: dict[tuple[int, int], tuple[Connection, Connection]] = field(default_factory=dict)
-    #: shared bytes, one per process: 1 while its loop is host-bound (its own hosts leave room
-    #: on its core), so it may parse for the others (see :meth:`LaneExecutor.set_free`)
+    #: shared bytes, one per process: :data:`ROOM` while its loop is host-bound (its own hosts
+    #: leave room on its core), :data:`IDLE` while it has nothing in flight either (its hosts
+    #: are done: the end of a crawl), so it may parse for the others (see
+    #: :meth:`LaneExecutor.set_free`); :data:`BUSY` otherwise
     free: Any = None
 
     @classmethod
@@ -212,17 +218,19 @@ class LaneExecutor:
         """The number of sibling processes served by this executor."""
         return len(self._lanes)
 
-    def set_free(self, free: bool) -> None:
-        """Publish whether this process's loop leaves room on its core (host-bound)."""
+    def set_free(self, level: int) -> None:
+        """Publish how free this process's loop leaves its core: :data:`BUSY`, :data:`ROOM`
+        (host-bound) or :data:`IDLE` (nothing in flight)."""
         if self._free is not None:
-            self._free[self._index] = free
+            self._free[self._index] = level
 
-    def peer_free(self) -> bool:
-        """True if some sibling published that it is free (always True without flags)."""
+    def peer_free(self, level: int = 1) -> bool:
+        """True if some sibling published a level of at least ``level`` (:data:`ROOM`: it has
+        room; :data:`IDLE`: it has nothing to do); always True without flags."""
         flags = self._free
         if flags is None:
             return True
-        return any(flags[k] for k in range(len(flags)) if k != self._index)
+        return any(flags[k] >= level for k in range(len(flags)) if k != self._index)
 
     def _attach(self, loop: asyncio.AbstractEventLoop) -> None:
         """Watch the lanes' sockets from ``loop`` (the first call's; again after a new loop)."""

@@ -9,8 +9,11 @@ in a crawler process of ``--processes N``, in the ``N - 1`` sibling crawler proc
 (:mod:`skitter.parse_lanes`: no extra process, so no extra copy of a crawler's resident set)
 when the loop is *host-bound*: the last lease attempt found room under the concurrency limit
 but no ready host (one busy host), so this process's core is the bottleneck while the other
-processes' cores idle. With many ready hosts every process is busy with its own hosts and
-pages are parsed inline (no pickling cost). The siblings take at most :data:`LANE_DEPTH`
+processes' cores idle; or when a sibling is *idle*: nothing in flight, its own hosts done (the
+end of a many-hosts crawl, when one process still has a tenth of the pages: before this, it
+ran alone on its core for ~1 s of an ~8 s benchmark crawl while the other core was free).
+With many ready hosts every process is busy with its own hosts and pages are parsed inline
+(no pickling cost). The siblings take at most :data:`LANE_DEPTH`
 pages each at once; past that the loop parses inline too, so both keep busy. Pages larger than
 :data:`skitter.html_chunks.SEGMENT_MIN_BYTES` go to a sibling too (rust-doc: its 46 pages over
 1 MiB were 15% of the busy process's time) up to :data:`LANE_MAX_BYTES`, one at a time
@@ -38,7 +41,7 @@ from typing import Any
 
 from skitter.html_chunks import SEGMENT_MIN_BYTES
 from skitter.models import Page
-from skitter.parse_lanes import LaneExecutor
+from skitter.parse_lanes import BUSY, IDLE, ROOM, LaneExecutor
 from skitter.runtime import trim_heap, tune_heap
 
 __all__ = [
@@ -111,7 +114,8 @@ def _parse_job(
 
 class ParseStage:
     """Parse HTML bodies inline, or through ``executor`` (the sibling crawler processes,
-    :class:`skitter.parse_lanes.LaneExecutor`) when host-bound and a sibling is free.
+    :class:`skitter.parse_lanes.LaneExecutor`) when host-bound and a sibling has room, or
+    when a sibling is idle.
 
     Args:
         extract: the parser run inline (see :data:`Extract`).
@@ -137,6 +141,7 @@ class ParseStage:
         self.workers = executor.lanes if remote is not None and executor is not None else 0
         self._pool = executor
         self._host_bound = False
+        self._idle = False
         self._pending = 0
         self._large_out = False  # a page over SEGMENT_MIN_BYTES is in a sibling
         self._here = 0
@@ -154,15 +159,34 @@ class ParseStage:
     def host_bound(self, value: bool) -> None:
         if value != self._host_bound:
             self._host_bound = value
-            if self._pool is not None:
-                self._pool.set_free(value)
+            self._publish()
+
+    @property
+    def idle(self) -> bool:
+        """True when the loop has nothing in flight and no lease to start (set by the crawl
+        loop: its hosts are done, or all wait; published to the siblings: a busy sibling
+        gives its pages to an idle process even when the sibling is not host-bound)."""
+        return self._idle
+
+    @idle.setter
+    def idle(self, value: bool) -> None:
+        if value != self._idle:
+            self._idle = value
+            self._publish()
+
+    def _publish(self) -> None:
+        if self._pool is not None:
+            self._pool.set_free(IDLE if self._idle else ROOM if self._host_bound else BUSY)
 
     def _use_pool(self, size: int) -> LaneExecutor | None:
-        if not self.workers or not self._host_bound or self._pending >= LANE_DEPTH * self.workers:
+        if not self.workers or self._pending >= LANE_DEPTH * self.workers:
             return None
         if size > LANE_MAX_BYTES or (size > SEGMENT_MIN_BYTES and self._large_out):
             return None  # one large body held for a sibling at a time: memory stays bounded
-        if self._pool is None or not self._pool.peer_free():
+        # host-bound here: any sibling with room may help; busy here (its own hosts keep
+        # this core full): only a sibling with nothing to do (the end of a many-hosts crawl:
+        # one process's hosts are done while the other's still have ~10% of the pages)
+        if self._pool is None or not self._pool.peer_free(ROOM if self._host_bound else IDLE):
             return None  # the siblings' cores are busy with their own hosts
         return self._pool
 

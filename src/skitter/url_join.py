@@ -16,7 +16,7 @@ import ada_url
 
 from skitter.url_simple import is_serialized, resolve_simple
 
-__all__ = ["join"]
+__all__ = ["Joiner", "join"]
 
 
 # --------------------------------------------------------------------------------------
@@ -302,7 +302,10 @@ def join(base: str, href: str, encoding: str = "utf-8") -> str | None:
             if prefix is not None:
                 return _resolve(prefix, "/", href, encoding)
     elif href.startswith(("http://", "https://")) and _base_prefix(base) is not None:
-        return href if is_serialized(href) else _join_cached(_ANY_BASE, href, encoding)
+        if is_serialized(href):
+            _remember("", href, href)
+            return href
+        return _join_cached(_ANY_BASE, href, encoding)
     elif (
         href
         and href[0] not in "?#"
@@ -314,31 +317,121 @@ def join(base: str, href: str, encoding: str = "utf-8") -> str | None:
     return _join(base, href, encoding)
 
 
-#: Entries of the cache of plain references resolved against a base's prefix or directory
-#: (~250 bytes each: ~1 MB). In crawl order it answers ~92% of rust-doc's relative links
-#: (sidebars: the same hrefs on every page of a folder) and ~26% of the benchmark web's.
+#: Entries of the caches of plain references resolved against a base's prefix or directory,
+#: and of absolute hrefs that are their own serialisation, all together (~250 bytes each:
+#: ~1 MB; all emptied when full). In crawl order they answer ~92% of rust-doc's relative
+#: links (sidebars: the same hrefs on every page of a folder) and ~26% of the benchmark web's.
 RESOLVED_CACHE_ENTRIES = 1 << 12
 
-_RESOLVED: dict[tuple[str, str], str] = {}
+#: Resolved plain references by stem (a base's serialised prefix, or its directory), then by
+#: href: ``_MEMOS[stem][href]`` is ``join`` of ``href`` against any base with that stem.
+#: Stem ``""``: absolute http(s) hrefs that are their own WHATWG serialisation (``join``
+#: gives them back against any base with a plain prefix).
+_MEMOS: dict[str, dict[str, str]] = {}
+_entries = 0
+
+
+def _memo(stem: str) -> dict[str, str]:
+    """The memo of plain references resolved against ``stem`` (created empty)."""
+    memo = _MEMOS.get(stem)
+    if memo is None:
+        memo = _MEMOS[stem] = {}
+    return memo
+
+
+def _remember(stem: str, href: str, result: str) -> None:
+    """``_MEMOS[stem][href] = result``, every memo emptied (and dropped) first when they
+    hold :data:`RESOLVED_CACHE_ENTRIES` entries together."""
+    global _entries
+    if _entries >= RESOLVED_CACHE_ENTRIES:
+        for m in _MEMOS.values():
+            m.clear()  # (a Joiner holding one finds nothing more in it: join's answers)
+        _MEMOS.clear()
+        _entries = 0
+    memo = _memo(stem)
+    if href not in memo:
+        _entries += 1
+    memo[href] = result
 
 
 def _resolve(stem: str, tail: str, href: str, encoding: str) -> str | None:
     """``href`` (path-absolute or relative) resolved against ``stem + tail`` (a base's
     serialised prefix + "/", or its directory + ""): by string operations for a plain
-    reference (:func:`skitter.url_simple.resolve_simple`, cached by ``(stem, href)``, emptied
-    when full), else by :func:`_join_cached`."""
-    key = (stem, href)
-    hit = _RESOLVED.get(key)
+    reference (:func:`skitter.url_simple.resolve_simple`, remembered by stem and href),
+    else by :func:`_join_cached`."""
+    hit = _memo(stem).get(href)
     if hit is not None:
         return hit
     base = stem + tail
     simple = resolve_simple(base, href)
     if simple is None:
         return _join_cached(base, href, encoding)
-    if len(_RESOLVED) >= RESOLVED_CACHE_ENTRIES:
-        _RESOLVED.clear()
-    _RESOLVED[key] = simple
+    _remember(stem, href, simple)
     return simple
+
+
+class Joiner:
+    """:func:`join` of many hrefs against one base URL (the links of one document).
+
+    The base's prefix and directory are worked out once. A relative href as written is looked
+    up first in what :func:`join` remembered for the directory, an absolute one in the hrefs
+    known to be their own serialisation; then, if plain, it is resolved by string operations
+    against them (:func:`skitter.url_simple.resolve_simple`,
+    :func:`skitter.url_simple.is_serialized`), as is a plain path-absolute href against the
+    prefix; all without cleaning it: a plain href has nothing to clean (no space, no
+    control), and a remembered href is plain or already clean, so an href equal to it
+    resolves the same. Anything else is :func:`join`'s, which cleans it first.
+
+    Args:
+        base: absolute base URL (the document base). encoding: the document's encoding.
+    """
+
+    def __init__(self, base: str, encoding: str = "utf-8") -> None:
+        self.base = base
+        self.encoding = encoding
+        prefix = _base_prefix(base)
+        self._plain = prefix is not None
+        self._root = "" if prefix is None else prefix + "/"
+        self._absolute = _memo("")
+        self._dir = ""
+        self._rel: dict[str, str] | None = None
+        self._rel_known = not self._plain  # the directory is found at the first relative href
+
+    def join(self, href: str) -> str | None:
+        """``join(base, href, encoding)``. Never raises."""
+        if href.startswith("/"):
+            # a plain path-absolute href: the prefix + the href with its dot segments
+            # removed; cheaper worked out again than remembered (the benchmark web's pages
+            # are spread over 200 hosts: a memo there is emptied before it is asked again)
+            if self._plain and not href.startswith(("//", "/\\")):
+                simple = resolve_simple(self._root, href)
+                if simple is not None:
+                    return simple
+        elif href.startswith(("http://", "https://")):
+            if self._plain:
+                hit = self._absolute.get(href)
+                if hit is not None:
+                    return hit
+                if is_serialized(href):
+                    _remember("", href, href)
+                    return href
+        else:
+            if not self._rel_known:
+                self._rel_known = True
+                stem = _base_dir(self.base)
+                if stem is not None:
+                    self._dir, self._rel = stem, _memo(stem)
+            memo = self._rel
+            if memo is not None:
+                hit = memo.get(href)
+                if hit is not None:
+                    return hit
+                if href and href[0] not in "?#" and ":" not in href.partition("/")[0]:
+                    simple = resolve_simple(self._dir, href)
+                    if simple is not None:
+                        _remember(self._dir, href, simple)
+                        return simple
+        return join(self.base, href, self.encoding)
 
 
 def _join(base: str, href: str, encoding: str) -> str | None:

@@ -619,8 +619,8 @@ def test_depth_guard_leaves_big_shallow_pages_alone() -> None:
         '<td><svg><path d="M0"/><path d="M1"/></svg></td></tr>'
     )
     html = "<table>" + row * 2_000 + "</table>"
-    assert html.count("<") >= links._DEEP_CHECK_MIN_TAGS
-    assert not links._may_be_deep(html)
+    assert html.count("<") >= html_depth._DEEP_CHECK_MIN_TAGS
+    assert not html_depth._may_be_deep(html)
     assert links._flatten_deep(html) is html
     assert len(extract(html.encode(), f"{SITE}/").links) == 2_000
 
@@ -654,13 +654,52 @@ def test_depth_estimate_equals_the_six_count_estimate(parts: list[str], times: i
     # the two-count first pass only bounds the estimate: the verdict is the same (the
     # strings reach all three cases: bound under the limit, over it but not deep, deep)
     html = "".join(parts) * times
-    assert links._may_be_deep(html) == _may_be_deep_in_one_pass(html)
+    assert html_depth._may_be_deep(html) == _may_be_deep_in_one_pass(html)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["<div>", "</div>", "<br>", "<i>", "<!-- c -->", "a", "<", "</"]),
+        max_size=40,
+    ),
+    st.integers(min_value=1, max_value=60),
+    st.integers(min_value=0, max_value=40),
+    st.integers(min_value=1, max_value=50),
+)
+def test_is_deep_is_the_tag_count_and_the_estimate(
+    parts: list[str], times: int, min_tags: int, window: int
+) -> None:
+    # one pass for the "<" of each window (kept for the bound), counts in place: the same
+    # verdict as the whole-text count followed by the sliced windows' estimate. Small
+    # thresholds and windows (a "</" across a window's edge counts in neither) reach every
+    # case: too few tags, enough but shallow, a bound over the limit, deep.
+    html = "".join(parts) * times
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(html_depth, "_DEEP_CHECK_MIN_TAGS", min_tags)
+        mp.setattr(html_depth, "_DEEP_SUSPECT", 8)
+        mp.setattr(html_depth, "_DEEP_WINDOW_CHARS", window)
+        expected = len(html) >= 3 * min_tags and html.count("<") >= min_tags and any(
+            sum(
+                _six_counts(html[j : j + window])
+                for j in range(0, i + window, window)
+            ) > 8
+            for i in range(0, len(html), window)
+        )  # fmt: skip
+        assert html_depth.is_deep(html) == expected
+
+
+def _six_counts(w: str) -> int:
+    return (
+        w.count("<") - 2 * w.count("</") - w.count("<!") - w.count("/>")
+        - w.count("<br") - w.count("<img")
+    )  # fmt: skip
 
 
 def test_depth_guard_checks_the_shortest_text_that_can_hold_enough_tags() -> None:
     # "<i>" is the shortest tag: 3 characters each. A page of exactly that many is still
     # checked (and flattened: the <i>s nest), one character less cannot hold enough tags.
-    n = links._DEEP_CHECK_MIN_TAGS
+    n = html_depth._DEEP_CHECK_MIN_TAGS
     called: list[int] = []
     real = links._flatten_deep
 
@@ -680,7 +719,7 @@ def test_depth_guard_false_alarm_changes_nothing() -> None:
     # Thousands of unclosed <p>/<li> trip the cheap estimate; the tokenizer model knows
     # they close each other and leaves the text alone.
     html = "<ul>" + "<li><p>item <a href='/i'>i</a>" * 6_000 + "</ul>"
-    assert links._may_be_deep(html)
+    assert html_depth._may_be_deep(html)
     assert links._flatten_deep(html) is html
     assert len(extract(html.encode(), f"{SITE}/").links) == 6_000
 
@@ -806,7 +845,7 @@ def test_fuzz_markup_never_raises(pieces: list[str], encoding: str) -> None:
 def test_fuzz_depth_guard_forced_on(pieces: list[str]) -> None:
     html = "".join(pieces) + '<a href="/last">last</a>'
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(links, "_DEEP_CHECK_MIN_TAGS", 0)
+        mp.setattr(html_depth, "_DEEP_CHECK_MIN_TAGS", 0)
         mp.setattr(html_depth, "_DEEP_SUSPECT", -1)
         mp.setattr(html_depth, "_MAX_DEPTH", 3)
         page = extract(html.encode(), f"{SITE}/")
@@ -832,3 +871,4 @@ def test_candidates_are_the_selectors_elements(pieces: list[str]) -> None:
     expected = [n.mem_id for n in tree.css(links._SELECTOR)]
     got = [n for n in links._candidates(tree) if _selector_matches(n)]
     assert [n.mem_id for n in got] == expected
+

@@ -18,7 +18,7 @@ import pytest
 from skitter.html_chunks import SEGMENT_MIN_BYTES
 from skitter.links import extract
 from skitter.models import Page
-from skitter.parse_lanes import RAW_BYTES_MIN, LaneExecutor, ParseMesh, serve
+from skitter.parse_lanes import BUSY, IDLE, RAW_BYTES_MIN, ROOM, LaneExecutor, ParseMesh, serve
 from skitter.parse_stage import LANE_DEPTH, LANE_MAX_BYTES, ParseStage
 
 FN = functools.partial(extract, bot_token=None, resources=False, ids=False)
@@ -314,6 +314,43 @@ def test_a_busy_sibling_is_not_given_pages_and_host_bound_is_published(
     finally:
         stage.host_bound = False
         assert list(free) == [0, 1]
+        stage.close()
+    sections = stage.report_sections()["parse"]
+    assert sections["here"] == 1
+    assert sections["helpers"] == {str(proc.pid): 1}
+
+
+def test_a_busy_process_gives_its_pages_to_an_idle_sibling(
+    sibling: tuple[BaseProcess, LaneExecutor],
+) -> None:
+    """Regression (issue 16, many-hosts benchmark): when one process's hosts were done, the
+    other still had ~10% of the pages, all parsed on its own core (not host-bound: its hosts
+    kept it full) while the idle process's core was free. A sibling with nothing in flight
+    (IDLE) is given pages even by a process that is not host-bound; a sibling that only has
+    room (ROOM) is not; and the stage publishes IDLE over ROOM over BUSY."""
+    proc, lanes = sibling
+    free = FREE[0]
+    stage = ParseStage(FN, remote=FN, executor=lanes)
+    assert stage.host_bound is False and stage.idle is False
+
+    async def run() -> None:
+        free[1] = ROOM  # the sibling has room, this process is busy: parsed here
+        await stage.parse(SMALL, "http://a.test/", "text/html", ())
+        free[1] = IDLE  # the sibling's hosts are done: it parses
+        page = await stage.parse(SMALL, "http://a.test/", "text/html", ())
+        assert [link.url for link in page.links] == ["http://a.test/s"]
+
+    try:
+        asyncio.run(run())
+        stage.host_bound = True
+        assert free[0] == ROOM
+        stage.idle = True
+        assert free[0] == IDLE
+        stage.host_bound = False
+        assert free[0] == IDLE
+        stage.idle = False
+        assert free[0] == BUSY
+    finally:
         stage.close()
     sections = stage.report_sections()["parse"]
     assert sections["here"] == 1

@@ -144,12 +144,20 @@ def test_host_key_and_origin_of_a_plain_url_are_the_parsed_ones(
 def test_join_caches_plain_resolutions_per_base_directory(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """join's cache of plain references: keyed by the base's directory (or prefix) and the
-    href, so pages of one folder share it; the same results as the parser, bounded."""
+    """join's memos of plain references: by the base's directory (or prefix), then by href,
+    so pages of one folder share them; the same results as the parser, bounded (all memos
+    together)."""
     import skitter.url_join as uj
 
+    def entries() -> int:
+        return sum(len(m) for m in uj._MEMOS.values())
+
+    def forget() -> None:
+        uj._MEMOS.clear()
+        monkeypatch.setattr(uj, "_entries", 0)
+
     monkeypatch.setattr(uj, "RESOLVED_CACHE_ENTRIES", 3)
-    uj._RESOLVED.clear()
+    forget()
     cases = [
         ("http://h.test/a/b/page.html?q", "../x.html#f"),
         ("http://h.test/a/b/other.html", "../x.html#f"),  # same directory: a cache hit
@@ -158,15 +166,60 @@ def test_join_caches_plain_resolutions_per_base_directory(
         ("http://h.test:8080/z/", "/root?x=1"),  # same prefix: a hit
         ("http://h.test/a/b/", "./y/../z"),
         ("https://h.test/", "w%20x"),  # not plain: the parser, not cached
+        ("https://h.test/", "http://o.test/p"),  # its own serialisation: remembered
     ]
     for _ in range(2):
         for base, href in cases:
             assert uj.join(base, href) == _parse_href(href, base), (base, href)
-            assert len(uj._RESOLVED) <= 3
-    assert ("http://h.test/a/b/", "../x.html#f") in uj._RESOLVED or len(uj._RESOLVED) < 3
-    assert all(not k[1].startswith("w%") for k in uj._RESOLVED)
-    uj._RESOLVED.clear()
+            assert uj.Joiner(base).join(href) == _parse_href(href, base), (base, href)
+            assert entries() <= 3
+            assert uj._entries == entries()
+    assert all("w%20x" not in m for m in uj._MEMOS.values())
+    forget()
     assert uj.join(*cases[0]) == "http://h.test/a/x.html#f"
-    assert uj._RESOLVED == {("http://h.test/a/b/", "../x.html#f"): "http://h.test/a/x.html#f"}
+    assert uj._MEMOS == {"http://h.test/a/b/": {"../x.html#f": "http://h.test/a/x.html#f"}}
     assert uj.join(*cases[3]) == "http://h.test:8080/root?x=1"
-    assert ("http://h.test:8080", "/root?x=1") in uj._RESOLVED
+    assert uj._MEMOS["http://h.test:8080"] == {"/root?x=1": "http://h.test:8080/root?x=1"}
+    assert uj.join(*cases[7]) == "http://o.test/p"
+    assert uj._MEMOS[""] == {"http://o.test/p": "http://o.test/p"}
+
+
+_BASES = [
+    "http://h.test/a/b/page.html?q#f",
+    "http://h.test:8080/",
+    "https://h.test/a/",
+    "http://user:pw@h.test/x/y",  # not a plain prefix: join parses every href
+    "http://h.test/a/./b\\c",  # not its own serialisation: no directory memo
+    "file:///tmp/x.html",
+    "not a url",
+]
+_HREF_PIECES = ["/", "//", "/\\", "\\", "a", "x.html", "..", ".", "?q=1", "#f", " ", "\t",
+                "\n", "http://o.test/p", "http:x", "https://O.test:443/", "é", "%41", ":",
+                "mailto:a@b", "HTTP://o.test/", "https://o.test/a b"]  # fmt: skip
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(_BASES),
+            st.lists(st.sampled_from(_HREF_PIECES), max_size=5).map("".join),
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    st.integers(min_value=1, max_value=8),
+)
+@settings(max_examples=400, deadline=None)
+def test_joiner_is_join(pairs: list[tuple[str, str]], limit: int) -> None:
+    """A Joiner gives the parser's result for every href, whatever its memos hold (hrefs with
+    spaces and tabs to clean, "//" and "/\\" hrefs, absolute, relative, odd bases), also
+    while small memos are emptied again and again."""
+    import skitter.url_join as uj
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(uj, "RESOLVED_CACHE_ENTRIES", limit)
+        for base, href in pairs:
+            joiner = uj.Joiner(base, "utf-8")
+            expected = uj._join(base, uj._clean_input(href), "utf-8")  # parsed, no memo
+            assert joiner.join(href) == expected, (base, href)
+            assert joiner.join(href) == uj.join(base, href) == expected
