@@ -10,17 +10,19 @@ can be repaired by dropping the last, incomplete member.
 Records are serialised here (:func:`skitter.export.warc_record.warc_head`: the layout of
 FastWARC's ``WarcRecord.write``, byte for byte, without its per-record object and copies; each
 block hashed once for its digest, the payload once for its own). A record whose compressible
-part is large (an uncompressed HTML body) is deflated by a FastWARC ``GzipWriter``, calling
-``finish()`` after each record so each becomes its own member (without it FastWARC 2.x writes one
-gzip stream that warcio refuses): FastWARC's deflate was measured faster than :mod:`zlib` on
-large blocks (for 10k records of 50 kB HTML at level 6, ≈ 2,000-2,230 vs 1,340-1,490 records
-per CPU-second, same file size). But each of its members costs ≈ 60 µs of set-up, so small
-records (requests, warcinfo, revisits) and responses whose body is already content-encoded
-(gzip, br, zstd: deflate cannot shrink them) are made into a gzip member here
-(:func:`skitter.export.warc_record.gzip_member`): the WARC and HTTP headers deflated (by ISA-L:
-under 4 KiB it costs half of zlib's set-up for 2 bytes more a record), an already-compressed
-body *stored* (deflate stored blocks, level 0), which gives the same file size as deflating it
-at level 6 for a fifth of the CPU. The uncompressed record bytes are the same either way.
+part is large (an uncompressed HTML body) is deflated whole, in one call, by libdeflate
+(:func:`skitter.export.warc_record.gzip_whole`): at level 6 ≈ 89 µs for a 27 kB rust-doc page
+against ≈ 117 µs through FastWARC's ``GzipWriter`` (whose zlib-rs state is allocated and
+zeroed again, ≈ 0.5 MB, for every member) and ≈ 180 µs through :mod:`zlib`, for the same size
+or 0.3% less. Records over 1 MiB (a 10 MB page) are deflated as a stream by the
+``GzipWriter``, calling ``finish()`` after each record so each becomes its own member (no
+whole copy of the block). Small records (requests, warcinfo, revisits) and responses whose
+body is already content-encoded (gzip, br, zstd: deflate cannot shrink them) are made into a
+gzip member here (:func:`skitter.export.warc_record.gzip_member`): the WARC and HTTP headers
+deflated (by ISA-L: under 4 KiB it costs half of zlib's set-up for 2 bytes more a record), an
+already-compressed body *stored* (deflate stored blocks, level 0), which gives the same file
+size as deflating it at level 6 for a fifth of the CPU. The uncompressed record bytes are
+the same either way.
 
 Crash safety (see :mod:`skitter.export.base`): both members of an exchange are appended with one
 ``os.write``; :meth:`WarcWriter.repair` cuts a partial last member, and a ``request`` record left
@@ -62,12 +64,14 @@ from skitter.export.warc_record import (
     ORIG_TRANSFER_ENCODING,
     REVISIT_PROFILES,
     SMALL_DEFLATE_BYTES,
+    WHOLE_DEFLATE_MAX_BYTES,
     WarcRevisit,
     _body_is_compressed,
     _clean,
     build_request_block,
     build_response_head,
     gzip_member,
+    gzip_whole,
     record_id_pair,
     sha1_label,
     warc_date,
@@ -224,9 +228,10 @@ class WarcWriter(Closing):
         self._exchanges_in_file = 0
         self._files: list[str] = []
         self._closed = False
+        # FastWARC's streaming gzip, for records over WHOLE_DEFLATE_MAX_BYTES (made when
+        # first needed: its deflate state is ≈ 0.5 MB)
         self._buf = io.BytesIO()
-        self._gz = GzipWriter(self._buf, compression_level=compression_level)
-        self._raw = io.BytesIO()  # uncompressed records, for _gzip_member
+        self._gz: GzipWriter | None = None
 
     # -- properties -------------------------------------------------------------------------
 
@@ -422,8 +427,19 @@ class WarcWriter(Closing):
             if stored:
                 return gzip_member((warc, head), level, payload, _RECORD_END)
             return gzip_member((warc, head, payload, _RECORD_END), level)
+        if length <= WHOLE_DEFLATE_MAX_BYTES:
+            whole = gzip_whole((warc, head, payload, _RECORD_END), level)
+            if whole is not None:
+                return [memoryview(whole)]
+        return self._stream_member(warc, head, payload)
+
+    def _stream_member(self, warc: bytes, head: bytes, payload: bytes) -> list[bytes | memoryview]:
+        """One record as one gzip member, deflated as a stream by FastWARC's ``GzipWriter``
+        (``finish()`` ends the member): no copy of a large block (10 MB pages)."""
         try:
             gz = self._gz
+            if gz is None:
+                gz = self._gz = GzipWriter(self._buf, compression_level=self.compression_level)
             gz.write(warc)
             gz.write(head)
             gz.write(payload)
@@ -433,7 +449,7 @@ class WarcWriter(Closing):
         except BaseException:
             # The compressor may hold half a member: start over with a fresh one.
             self._buf = io.BytesIO()
-            self._gz = GzipWriter(self._buf, compression_level=self.compression_level)
+            self._gz = None
             raise
         self._buf.seek(0)
         self._buf.truncate()
@@ -506,7 +522,8 @@ class WarcWriter(Closing):
             self._file.close()
             self._done(self._file.path, True)
             self._file = None
-        self._gz.close()
+        if self._gz is not None:
+            self._gz.close()
 
     def _done(self, path: str, final: bool) -> None:
         if self._on_file_done is not None:

@@ -22,6 +22,14 @@ from urllib.parse import quote, urlsplit
 
 from skitter.models import Response
 
+_deflate: Any = None
+try:  # libdeflate: whole-buffer deflate, ≈ 25% less CPU than zlib-rs/zlib-ng at level 6
+    import deflate
+
+    _deflate = deflate
+except ImportError:  # pragma: no cover - deflate is a dependency
+    pass
+
 _isal: Any = None
 try:  # ISA-L: the same CRC-32 about 4x faster than zlib's; deflate ~10x faster than level 6
     from isal import isal_zlib
@@ -48,6 +56,7 @@ __all__ = [
     "build_request_block",
     "build_response_head",
     "gzip_member",
+    "gzip_whole",
     "record_id_pair",
     "sha1_label",
     "warc_date",
@@ -324,6 +333,30 @@ def gzip_member(
         parts.append(comp.flush())
     parts.append(struct.pack("<II", crc, size & 0xFFFFFFFF))
     return parts
+
+
+#: Most bytes a record may have to be deflated whole by :func:`gzip_whole` (libdeflate needs
+#: the record and its output in memory at once: ≈ 2x this transient); larger records are
+#: deflated as a stream (FastWARC) by :class:`skitter.export.warc.WarcWriter`.
+WHOLE_DEFLATE_MAX_BYTES = 1 << 20
+
+
+def gzip_whole(pieces: Sequence[bytes | memoryview], level: int) -> bytes | bytearray | None:
+    """``pieces`` (concatenated) as one gzip member (RFC 1952) deflated at ``level`` (1-9:
+    libdeflate's levels of the same names, which give zlib's sizes or a little smaller) in
+    one call, or None when libdeflate is not installed (the caller streams instead). Made for
+    records of up to :data:`WHOLE_DEFLATE_MAX_BYTES` (not enforced).
+
+    Measured on 3,095 rust-doc pages served uncompressed (27 kB a record, level 6): ≈ 89 µs a
+    record against ≈ 117 µs for FastWARC's ``GzipWriter`` (zlib-rs: its deflate state is
+    allocated and zeroed again for every member) and ≈ 180 µs for :mod:`zlib`, for 0.3%
+    fewer bytes.
+    """
+    if _deflate is None:
+        return None
+    data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+    out: bytes | bytearray = _deflate.gzip_compress(data, level)
+    return out
 
 
 def _gzip_member(data: bytes, level: int, stored_tail: int = 0) -> bytes:
