@@ -226,6 +226,7 @@ class WarcWriter(Closing):
         existing = list_files(self.directory, prefix)
         self._serial = existing[-1][0] + 1 if existing else 0
         self._file: AppendFile | None = None
+        self._size = 0  # bytes of the current file: this writer is its only writer (no fstat)
         self._exchanges_in_file = 0
         self._files: list[str] = []
         self._closed = False
@@ -370,6 +371,7 @@ class WarcWriter(Closing):
 
         file, start = self._file_for(len(data))
         file.write(data)
+        self._size = start + len(data)
         self._exchanges_in_file += 1
         written = WarcWritten(
             path=file.path,
@@ -455,14 +457,15 @@ class WarcWriter(Closing):
     def _file_for(self, nbytes: int) -> tuple[AppendFile, int]:
         """The file the next ``nbytes`` go to, rotating or creating as needed, and its size."""
         if self._file is not None:
-            size = self._file.offset()
+            size = self._size
             if self._exchanges_in_file == 0 or size + nbytes <= self.max_bytes:
                 return self._file, size
             self._file.close()
             self._done(self._file.path, False)
             self._file = None
         self._file = self._open_next()
-        return self._file, self._file.offset()
+        self._size = self._file.offset()
+        return self._file, self._size
 
     def _open_next(self) -> AppendFile:
         stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime(self._clock()))
