@@ -75,6 +75,7 @@ from skitter.export.warc_record import (
     record_id_pair,
     sha1_label,
     warc_date,
+    warc_date_at,
     warc_head,
 )
 from skitter.models import Response
@@ -306,9 +307,7 @@ class WarcWriter(Closing):
         """
         if self._closed:
             raise ValueError("write to a closed WarcWriter")
-        date = warc_date(
-            datetime.fromtimestamp(self._clock() if fetched_at is None else fetched_at, tz=UTC)
-        )
+        date = warc_date_at(self._clock() if fetched_at is None else fetched_at)
         ip = ip if ip is not None else response.peer_ip
         req_id, resp_id = record_id_pair()
 

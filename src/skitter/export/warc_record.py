@@ -11,12 +11,15 @@ The rotating file writer is :mod:`skitter.export.warc`.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
+import re
 import struct
+import time
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -60,6 +63,7 @@ __all__ = [
     "record_id_pair",
     "sha1_label",
     "warc_date",
+    "warc_date_at",
     "warc_head",
 ]
 
@@ -107,6 +111,39 @@ def warc_date(date: datetime) -> str:
         return date.strftime("%Y-%m-%dT%H:%M:%S") + frac + "Z"
     d = date
     return f"{d.year}-{d.month:02d}-{d.day:02d}T{d.hour:02d}:{d.minute:02d}:{d.second:02d}{frac}Z"
+
+
+#: (Unix second, its text) of the last :func:`warc_date_at`: exchanges come many a second
+_last_second: list[tuple[int, str]] = [(-1, "")]
+
+
+def warc_date_at(timestamp: float) -> str:
+    """:func:`warc_date` of ``datetime.fromtimestamp(timestamp, tz=UTC)`` (Unix time in
+    seconds): the same text (microseconds rounded half to even, as :mod:`datetime` does),
+    without making a datetime: the date and time of the second are kept from the last call.
+    """
+    frac, whole = math.modf(timestamp)
+    us = round(frac * 1e6)
+    second = int(whole)
+    if us >= 1_000_000:
+        second += 1
+        us -= 1_000_000
+    elif us < 0:
+        second -= 1
+        us += 1_000_000
+    last = _last_second[0]
+    if last[0] == second:
+        text = last[1]
+    else:
+        t = time.gmtime(second)
+        if not 1000 <= t.tm_year <= 9999:
+            return warc_date(datetime.fromtimestamp(timestamp, UTC))
+        text = (
+            f"{t.tm_year}-{t.tm_mon:02d}-{t.tm_mday:02d}T"
+            f"{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}"
+        )
+        _last_second[0] = (second, text)
+    return f"{text}.{us:06d}Z" if us else f"{text}Z"
 
 
 _B32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
@@ -204,6 +241,35 @@ def _host_header(url: str) -> str:
     return host
 
 
+#: An absolute URL whose request target is found as it is: its path and query made only of
+#: characters :func:`urllib.parse.quote` keeps with :data:`_TARGET_SAFE` (nothing to escape),
+#: an authority without spaces or controls (nothing :func:`urllib.parse.urlsplit` removes
+#: or strips before the fragment). Group 1: the path; group 2: the query.
+_PLAIN_URL = re.compile(
+    r"[A-Za-z][A-Za-z0-9+.\-]*://[^/?#\x00-\x20\x7f-\U0010ffff]*"
+    r"(/[A-Za-z0-9!$%&'()*+,\-./:;=@\[\]_~]*)?"
+    r"(?:\?([A-Za-z0-9!$%&'()*+,\-./:;=?@\[\]_~]*))?"
+    r"(?:#.*)?",
+    re.DOTALL,
+)
+
+
+def _request_target(url: str) -> str:
+    """The request target of ``url`` (WARC request line): its path (``/`` if empty) and
+    ``?query`` when not empty, percent-encoded as UTF-8 where needed (the fragment is not
+    sent). The text of ``urlsplit`` then ``quote`` (one regular expression for most URLs)."""
+    m = _PLAIN_URL.fullmatch(url)
+    if m is not None:
+        path = m.group(1) or "/"
+        query = m.group(2)
+        return f"{path}?{query}" if query else path
+    parts = urlsplit(url)
+    target = parts.path or "/"
+    if parts.query:
+        target = f"{target}?{parts.query}"
+    return quote(target, safe=_TARGET_SAFE)
+
+
 #: header lines of :func:`build_request_block` by request headers (those of a crawl repeat
 #: but for ``Host``: one entry per host), cleared when full
 _HEADER_LINES: dict[tuple[tuple[str, str], ...], str] = {}
@@ -220,11 +286,7 @@ def build_request_block(
     Non-ASCII characters of the path/query are percent-encoded as UTF-8; CR/LF inside header
     text become spaces; text is encoded latin-1 (UTF-8 if not representable).
     """
-    parts = urlsplit(url)
-    target = parts.path or "/"
-    if parts.query:
-        target = f"{target}?{parts.query}"
-    target = quote(target, safe=_TARGET_SAFE)
+    target = _request_target(url)
     key = headers if isinstance(headers, tuple) else tuple(headers)
     lines = _HEADER_LINES.get(key)
     if lines is None:
@@ -262,18 +324,18 @@ def build_response_head(response: Response) -> bytes:
     return _encode_http("\r\n".join(lines) + "\r\n\r\n")
 
 
+#: a header line named Transfer-Encoding (spaces or tabs around the name), up to its colon
+_TE_NAME = re.compile(rb"^[ \t]*transfer-encoding[ \t]*:", re.IGNORECASE | re.MULTILINE)
+_ORIG_TE_NAME = ORIG_TRANSFER_ENCODING.encode() + b":"
+
+
 def _raw_head(raw: bytes) -> bytes:
     """The header section as received, byte for byte (a space before a colon, folded
     lines, Latin-1 and control bytes, bare LF line ends), but ``Transfer-Encoding``
     renamed (the stored body is de-chunked)."""
     if b"ransfer-" not in raw.lower():
         return raw
-    lines = raw.split(b"\n")
-    for i, line in enumerate(lines):
-        name, colon, value = line.partition(b":")
-        if colon and name.strip(b" \t").lower() == b"transfer-encoding":
-            lines[i] = ORIG_TRANSFER_ENCODING.encode() + b":" + value
-    return b"\n".join(lines)
+    return _TE_NAME.sub(_ORIG_TE_NAME, raw)
 
 
 def _body_is_compressed(response: Response) -> bool:
