@@ -105,3 +105,20 @@ def test_without_libdeflate_records_are_streamed(
     w.close()
     warcio_check(w.files[0])
     assert _members(w.files[0])[2][0].endswith(HTML + b"\r\n\r\n")
+
+
+def test_small_parts_at_levels_4_to_9_are_isal_level_2() -> None:
+    """Under 4 KiB to deflate (a record's WARC and HTTP headers) ISA-L's level 2 at every
+    level 4-9: the member's deflate data is exactly ISA-L's."""
+    from isal import isal_zlib
+
+    from skitter.export.warc_record import SMALL_DEFLATE_LEVEL, gzip_member
+
+    head = b"WARC/1.1\r\nWARC-Type: request\r\n" + b"X-Field: some value here\r\n" * 40
+    comp = isal_zlib.compressobj(SMALL_DEFLATE_LEVEL, isal_zlib.DEFLATED, -15, 1)
+    expected = comp.compress(head) + comp.flush()
+    assert SMALL_DEFLATE_LEVEL == 2
+    for level in (4, 6, 9):
+        member = b"".join(gzip_member([head], level))
+        assert member[10:-8] == expected
+        assert gzip.decompress(member) == head

@@ -175,7 +175,7 @@ class WarcWriter(Closing):
             (:data:`skitter.export.warc_record.ISAL_LEVELS`: on 27 kB rust-doc pages served
             uncompressed, level 2 ≈ 26 µs a record against ≈ 89 µs at 6, for ≈ 16% more
             compressed bytes), 4-9 libdeflate's (FastWARC's streaming zlib-rs over 1 MiB;
-            ISA-L's level 3 for records of less than 4 KiB to deflate). The crawl's default
+            ISA-L's level 2 for records of less than 4 KiB to deflate). The crawl's default
             is 2 (:attr:`skitter.settings.CrawlSettings.warc_level`), this class's 6.
         warcinfo_fields: extra ``(name, value)`` fields for each warcinfo record.
         clock: returns Unix time in seconds; used for file names and default ``WARC-Date``.
