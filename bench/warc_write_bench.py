@@ -1,9 +1,10 @@
 """CPU of WARC writing per exchange: real exchanges replayed through ``WarcWriter``.
 
-    python bench/warc_write_bench.py WARC_FILE [--exchanges N] [--level L] [--no-index]
-        [--repeat R] [--identity]
+    python bench/warc_write_bench.py WARC_FILE [--exchanges N] [--stride K] [--level L]
+        [--no-index] [--repeat R] [--identity]
 
-Reads up to ``--exchanges`` request/response pairs from ``WARC_FILE`` (e.g. a crawl of the
+Reads up to ``--exchanges`` request/response pairs from ``WARC_FILE`` (every ``--stride``-th
+one: a sample spread over a whole crawl, e.g. of rust-doc; or a crawl of the
 shared benchmark web: gzip-encoded HTML of ≈ 34 KB), rebuilds the :class:`Response` the fetcher
 gave (status line and headers as received, body still content-encoded, request headers as
 sent), then writes them all through :class:`skitter.export.warc.WarcWriter` with the crawl's
@@ -47,8 +48,10 @@ def _parse_head(head: bytes) -> tuple[str, int, str, tuple[tuple[str, str], ...]
     return version.removeprefix("HTTP/"), int(status), reason, tuple(headers)
 
 
-def load(path: str, limit: int, identity: bool) -> list[tuple[str, Response]]:
-    """Up to ``limit`` (url, Response) pairs of ``path``'s request/response records."""
+def load(path: str, limit: int, identity: bool, stride: int = 1) -> list[tuple[str, Response]]:
+    """Up to ``limit`` (url, Response) pairs of ``path``'s request/response records (every
+    ``stride``-th response)."""
+    seen = 0
     out: list[tuple[str, Response]] = []
     requests: dict[str, tuple[tuple[str, str], ...]] = {}
     with open(path, "rb") as f:
@@ -64,6 +67,10 @@ def load(path: str, limit: int, identity: bool) -> list[tuple[str, Response]]:
                     for k, _, v in (line.partition(":") for line in lines if ":" in line)
                 )
                 requests[rec.headers["WARC-Concurrent-To"]] = hdrs
+                continue
+            seen += 1
+            if (seen - 1) % stride:
+                requests.pop(rec.headers["WARC-Record-ID"], None)
                 continue
             cut = block.find(b"\r\n\r\n") + 4
             head, body = block[:cut], block[cut:]
@@ -134,13 +141,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("warc", help="a WARC file of a crawl to replay")
     ap.add_argument("--exchanges", type=int, default=3000)
+    ap.add_argument("--stride", type=int, default=1, help="every K-th exchange")
     ap.add_argument("--level", type=int, default=6, help="--warc-level (1-9)")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--no-index", action="store_true", help="without the CDXJ hooks")
     ap.add_argument("--identity", action="store_true", help="store decoded bodies")
     a = ap.parse_args()
     try:
-        exchanges = load(a.warc, a.exchanges, a.identity)
+        exchanges = load(a.warc, a.exchanges, a.identity, max(1, a.stride))
     except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

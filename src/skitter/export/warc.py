@@ -10,17 +10,19 @@ can be repaired by dropping the last, incomplete member.
 Records are serialised here (:func:`skitter.export.warc_record.warc_head`: the layout of
 FastWARC's ``WarcRecord.write``, byte for byte, without its per-record object and copies; each
 block hashed once for its digest, the payload once for its own). A record whose compressible
-part is large (an uncompressed HTML body) is deflated by a FastWARC ``GzipWriter``, calling
-``finish()`` after each record so each becomes its own member (without it FastWARC 2.x writes one
-gzip stream that warcio refuses): FastWARC's deflate was measured faster than :mod:`zlib` on
-large blocks (for 10k records of 50 kB HTML at level 6, ≈ 2,000-2,230 vs 1,340-1,490 records
-per CPU-second, same file size). But each of its members costs ≈ 60 µs of set-up, so small
-records (requests, warcinfo, revisits) and responses whose body is already content-encoded
-(gzip, br, zstd: deflate cannot shrink them) are made into a gzip member here
-(:func:`skitter.export.warc_record.gzip_member`): the WARC and HTTP headers deflated (by ISA-L:
-under 4 KiB it costs half of zlib's set-up for 2 bytes more a record), an already-compressed
-body *stored* (deflate stored blocks, level 0), which gives the same file size as deflating it
-at level 6 for a fifth of the CPU. The uncompressed record bytes are the same either way.
+part is large (an uncompressed HTML body) is deflated whole, in one call, by libdeflate
+(:func:`skitter.export.warc_record.gzip_whole`): at level 6 ≈ 89 µs for a 27 kB rust-doc page
+against ≈ 117 µs through FastWARC's ``GzipWriter`` (whose zlib-rs state is allocated and
+zeroed again, ≈ 0.5 MB, for every member) and ≈ 180 µs through :mod:`zlib`, for the same size
+or 0.3% less. Records over 1 MiB (a 10 MB page) are deflated as a stream by the
+``GzipWriter``, calling ``finish()`` after each record so each becomes its own member (no
+whole copy of the block). Small records (requests, warcinfo, revisits) and responses whose
+body is already content-encoded (gzip, br, zstd: deflate cannot shrink them) are made into a
+gzip member here (:func:`skitter.export.warc_record.gzip_member`): the WARC and HTTP headers
+deflated (by ISA-L: under 4 KiB it costs half of zlib's set-up for 2 bytes more a record), an
+already-compressed body *stored* (deflate stored blocks, level 0), which gives the same file
+size as deflating it at level 6 for a fifth of the CPU. The uncompressed record bytes are
+the same either way.
 
 Crash safety (see :mod:`skitter.export.base`): both members of an exchange are appended with one
 ``os.write``; :meth:`WarcWriter.repair` cuts a partial last member, and a ``request`` record left
@@ -62,15 +64,18 @@ from skitter.export.warc_record import (
     ORIG_TRANSFER_ENCODING,
     REVISIT_PROFILES,
     SMALL_DEFLATE_BYTES,
+    WHOLE_DEFLATE_MAX_BYTES,
     WarcRevisit,
     _body_is_compressed,
     _clean,
     build_request_block,
     build_response_head,
     gzip_member,
+    gzip_whole,
     record_id_pair,
     sha1_label,
     warc_date,
+    warc_date_at,
     warc_head,
 )
 from skitter.models import Response
@@ -125,8 +130,9 @@ class WarcWritten:
     date: str = ""
 
 
-#: Payload bytes given in :attr:`RecordWritten.block` when the record has a payload digest.
-RECORD_WRITTEN_PAYLOAD_BYTES = 64 * 1024
+#: Payload bytes given in :attr:`RecordWritten.block` when the record has a payload digest:
+#: none (an index needs the HTTP head; a copy of the payload cost ≈ 5 µs a 27 kB page).
+RECORD_WRITTEN_PAYLOAD_BYTES = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,9 +145,9 @@ class RecordWritten:
         record_type: "response" or "revisit".
         target_uri: its ``WARC-Target-URI``.
         date: its ``WARC-Date`` as written (:func:`warc_date`).
-        block: its block (HTTP status line and headers, then the payload as stored), cut
-            after :data:`RECORD_WRITTEN_PAYLOAD_BYTES` of payload when ``payload_digest`` is
-            set (an index needs the head; a whole copy of a 10 MB body was a jump in memory).
+        block: its block (HTTP status line and headers, then the payload as stored), only
+            the HTTP head when ``payload_digest`` is set (:data:`RECORD_WRITTEN_PAYLOAD_BYTES`
+            of payload: an index needs the head; a copy of a 10 MB body was a jump in memory).
         payload_digest: its ``WARC-Payload-Digest`` value, or None when it has none.
         offset: byte offset of its gzip member in the file; length: the member's bytes.
     """
@@ -166,9 +172,11 @@ class WarcWriter(Closing):
         software: warcinfo ``software`` field.
         is_part_of: warcinfo ``isPartOf`` field (default: ``prefix``).
         compression_level: gzip level (1-9) of each member; 1-3 are ISA-L's deflate
-            (:data:`skitter.export.warc_record.ISAL_LEVELS`: about a tenth of level 6's CPU
-            on HTML served uncompressed, for files ≈ 17-23% larger), 4-9 zlib's / FastWARC's
-            (but ISA-L's level 3 for records of less than 4 KiB to deflate).
+            (:data:`skitter.export.warc_record.ISAL_LEVELS`: on 27 kB rust-doc pages served
+            uncompressed, level 2 ≈ 26 µs a record against ≈ 89 µs at 6, for ≈ 16% more
+            compressed bytes), 4-9 libdeflate's (FastWARC's streaming zlib-rs over 1 MiB;
+            ISA-L's level 2 for records of less than 4 KiB to deflate). The crawl's default
+            is 2 (:attr:`skitter.settings.CrawlSettings.warc_level`), this class's 6.
         warcinfo_fields: extra ``(name, value)`` fields for each warcinfo record.
         clock: returns Unix time in seconds; used for file names and default ``WARC-Date``.
         on_file_done: called as ``(path, final)`` once a file is complete: rotated away from
@@ -221,12 +229,14 @@ class WarcWriter(Closing):
         existing = list_files(self.directory, prefix)
         self._serial = existing[-1][0] + 1 if existing else 0
         self._file: AppendFile | None = None
+        self._size = 0  # bytes of the current file: this writer is its only writer (no fstat)
         self._exchanges_in_file = 0
         self._files: list[str] = []
         self._closed = False
+        # FastWARC's streaming gzip, for records over WHOLE_DEFLATE_MAX_BYTES (made when
+        # first needed: its deflate state is ≈ 0.5 MB)
         self._buf = io.BytesIO()
-        self._gz = GzipWriter(self._buf, compression_level=compression_level)
-        self._raw = io.BytesIO()  # uncompressed records, for _gzip_member
+        self._gz: GzipWriter | None = None
 
     # -- properties -------------------------------------------------------------------------
 
@@ -297,9 +307,7 @@ class WarcWriter(Closing):
         """
         if self._closed:
             raise ValueError("write to a closed WarcWriter")
-        date = warc_date(
-            datetime.fromtimestamp(self._clock() if fetched_at is None else fetched_at, tz=UTC)
-        )
+        date = warc_date_at(self._clock() if fetched_at is None else fetched_at)
         ip = ip if ip is not None else response.peer_ip
         req_id, resp_id = record_id_pair()
 
@@ -364,6 +372,7 @@ class WarcWriter(Closing):
 
         file, start = self._file_for(len(data))
         file.write(data)
+        self._size = start + len(data)
         self._exchanges_in_file += 1
         written = WarcWritten(
             path=file.path,
@@ -381,11 +390,7 @@ class WarcWriter(Closing):
                     "response" if revisit is None else "revisit",
                     request_url,
                     date,
-                    (
-                        resp_head + payload[:RECORD_WRITTEN_PAYLOAD_BYTES]
-                        if revisit is None
-                        else resp_head
-                    ),
+                    resp_head,  # (a response always has a payload digest)
                     digest,
                     written.response_offset,
                     len(data) - req_len,
@@ -422,8 +427,19 @@ class WarcWriter(Closing):
             if stored:
                 return gzip_member((warc, head), level, payload, _RECORD_END)
             return gzip_member((warc, head, payload, _RECORD_END), level)
+        if length <= WHOLE_DEFLATE_MAX_BYTES:
+            whole = gzip_whole((warc, head, payload, _RECORD_END), level)
+            if whole is not None:
+                return [memoryview(whole)]
+        return self._stream_member(warc, head, payload)
+
+    def _stream_member(self, warc: bytes, head: bytes, payload: bytes) -> list[bytes | memoryview]:
+        """One record as one gzip member, deflated as a stream by FastWARC's ``GzipWriter``
+        (``finish()`` ends the member): no copy of a large block (10 MB pages)."""
         try:
             gz = self._gz
+            if gz is None:
+                gz = self._gz = GzipWriter(self._buf, compression_level=self.compression_level)
             gz.write(warc)
             gz.write(head)
             gz.write(payload)
@@ -433,7 +449,7 @@ class WarcWriter(Closing):
         except BaseException:
             # The compressor may hold half a member: start over with a fresh one.
             self._buf = io.BytesIO()
-            self._gz = GzipWriter(self._buf, compression_level=self.compression_level)
+            self._gz = None
             raise
         self._buf.seek(0)
         self._buf.truncate()
@@ -442,14 +458,15 @@ class WarcWriter(Closing):
     def _file_for(self, nbytes: int) -> tuple[AppendFile, int]:
         """The file the next ``nbytes`` go to, rotating or creating as needed, and its size."""
         if self._file is not None:
-            size = self._file.offset()
+            size = self._size
             if self._exchanges_in_file == 0 or size + nbytes <= self.max_bytes:
                 return self._file, size
             self._file.close()
             self._done(self._file.path, False)
             self._file = None
         self._file = self._open_next()
-        return self._file, self._file.offset()
+        self._size = self._file.offset()
+        return self._file, self._size
 
     def _open_next(self) -> AppendFile:
         stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime(self._clock()))
@@ -506,7 +523,8 @@ class WarcWriter(Closing):
             self._file.close()
             self._done(self._file.path, True)
             self._file = None
-        self._gz.close()
+        if self._gz is not None:
+            self._gz.close()
 
     def _done(self, path: str, final: bool) -> None:
         if self._on_file_done is not None:

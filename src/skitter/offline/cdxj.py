@@ -105,14 +105,16 @@ def _url_key(url: str) -> str:
 
 
 def _http_head(block: bytes) -> tuple[str | None, dict[str, str], int] | None:
-    """(status, headers lower-cased, payload start) of an HTTP response block, or None."""
+    """(status, headers lower-cased, payload start) of an HTTP response block, or None. The
+    head ends at its first empty line, CRLF or bare LF (as warcio reads it)."""
     m = _STATUS.match(block)
     if m is None:
         return None
     end = block.find(b"\r\n\r\n")
     sep = 4
-    if end < 0:
-        end, sep = block.find(b"\n\n"), 2
+    lf = block.find(b"\n\n", 0, end if end >= 0 else len(block))
+    if lf >= 0:
+        end, sep = lf, 2
     head = block if end < 0 else block[:end]
     headers: dict[str, str] = {}
     for raw in head.decode("latin-1").split("\n")[1:]:  # (latin-1: byte for character)
@@ -162,11 +164,10 @@ def _entry_fields(
         return None
     status: str | None = None
     mime: str | None = None
-    payload = block
+    start = 0
     http = _http_head(block) if rtype != "resource" else None
     if http is not None:
         status, headers, start = http
-        payload = block[start:]
         mime = headers.get("content-type")
     elif rtype == "resource":
         mime = wct
@@ -175,6 +176,7 @@ def _entry_fields(
     elif mime:
         mime = _MIME_SPLIT.split(mime, 1)[0].strip()
     if not digest and not dropped:
+        payload = memoryview(block)[start:]
         digest = "sha1:" + base64.b32encode(hashlib.sha1(payload).digest()).decode()
     index: dict[str, Any] = {"url": url}
     if mime is not None:
@@ -374,7 +376,7 @@ class CrawlIndexer:
                 rec.record_type,
                 None,
                 rec.target_uri,
-                rec.block[:_HEAD_BYTES] if rec.payload_digest else rec.block,
+                rec.block,  # (the HTTP head only, when it has a payload digest)
                 rec.payload_digest,
                 0,
                 _timestamp(rec.date),
