@@ -12,11 +12,10 @@ but no ready host (one busy host), so this process's core is the bottleneck whil
 processes' cores idle. With many ready hosts every process is busy with its own hosts and
 pages are parsed inline (no pickling cost). The siblings take at most :data:`LANE_DEPTH`
 pages each at once; past that the loop parses inline too, so both keep busy. Pages larger than
-:data:`LANE_MAX_BYTES` (= :data:`skitter.html_chunks.SEGMENT_MIN_BYTES`: the pages parsed
-segment by segment) are always parsed here: a sibling that parsed them kept ~15-20 MiB more
+:data:`LANE_MAX_BYTES` are always parsed here: a sibling that parsed them kept ~5-10 MiB more
 resident (a copy of the body, its segments' trees freed into a heap that glibc keeps), which
 counted in the summed resident set of the crawl's processes (rust-doc ``--processes 2``: peak
-216-222 MiB with them sent up to 4 MiB, 209 MiB without; issue 16). Bodies of
+216-222 MiB with them sent up to 4 MiB, 209 MiB up to 1 MiB; issue 16). Bodies of
 :data:`skitter.parse_lanes.RAW_BYTES_MIN` or more are not pickled but sent as they are, so the
 sibling holds one copy and this process none more. Every :data:`TRIM_EVERY_BYTES` of HTML
 parsed in a process, and after each page over :data:`TRIM_PAGE_BYTES`, the C heap is trimmed
@@ -38,7 +37,6 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from skitter.html_chunks import SEGMENT_MIN_BYTES
 from skitter.models import Page
 from skitter.parse_lanes import LaneExecutor
 from skitter.runtime import trim_heap, tune_heap
@@ -70,12 +68,11 @@ TRIM_PAGE_BYTES = 1024 * 1024
 #: :data:`LANE_MAX_BYTES`: the queue costs little memory.)
 LANE_DEPTH = 8
 
-#: Pages larger than this (bytes) are parsed here even when a sibling is free: those parsed
-#: segment by segment (over :data:`skitter.html_chunks.SEGMENT_MIN_BYTES`). Measured on
-#: rust-doc ``--processes 2`` (its 46 pages over 1 MiB), peak of the tree's summed RSS: sent
-#: up to 4 MiB, 216 and 222 MiB (the sibling at 78-83 MiB); up to 1 MiB, 209 and 209 MiB
+#: Pages larger than this (bytes) are parsed here even when a sibling is free. Measured on
+#: rust-doc ``--processes 2`` (46 pages over 1 MiB), peak of the tree's summed RSS: sent up
+#: to 4 MiB, 216 and 222 MiB (the sibling at 78-83 MiB); up to 1 MiB, 209 and 209 MiB
 #: (sibling 73), with no more CPU.
-LANE_MAX_BYTES = SEGMENT_MIN_BYTES
+LANE_MAX_BYTES = 1024 * 1024
 
 #: ``extract(body, url, content_type, x_robots) -> Page``; picklable (a module function or
 #: a :func:`functools.partial` of one) to run in a sibling process.

@@ -75,14 +75,14 @@ def sibling() -> Iterator[tuple[BaseProcess, LaneExecutor]]:
 
 
 def _large_page() -> bytes:
-    """A page over SEGMENT_MIN_BYTES (segmented): a <base>, a title, links of every kind,
-    links inside a script (not links) and rel=nofollow ones."""
+    """A page over LANE_MAX_BYTES (parsed segment by segment): a <base>, a title, links of
+    every kind, links inside a script (not links) and rel=nofollow ones."""
     head = (
         b'<!doctype html><html><head><title>Big  page</title><base href="/docs/">'
         b'<link rel="canonical" href="/docs/big.html"></head><body>'
     )
     rows = []
-    for i in range(SEGMENT_MIN_BYTES // 40):
+    for i in range(LANE_MAX_BYTES // 40):
         if i % 1000 == 7:
             rows.append(b"<script>var s = \"<a href='/no'>\";</script>")
         rel = b' rel="nofollow"' if i % 97 == 0 else b""
@@ -100,20 +100,20 @@ def test_pages_are_parsed_by_the_sibling_when_host_bound_segmented_ones_here(
     sibling: tuple[BaseProcess, LaneExecutor],
 ) -> None:
     """Small pages go to the sibling crawler process when host-bound (not to a forked
-    helper), and so do pages up to LANE_MAX_BYTES (sent raw), giving the inline Page.
-    Regression (issue 16, rust-doc --processes 2): pages parsed segment by segment (over
-    SEGMENT_MIN_BYTES) went to the sibling up to 4 MiB, which then stayed ~5-10 MiB larger
-    (the summed peak RSS of the processes 216-222 MiB); they are parsed here, whole."""
+    helper), and so do pages up to LANE_MAX_BYTES (sent raw, parsed there by segments),
+    giving the inline Page. Regression (issue 16, rust-doc --processes 2): pages up to 4 MiB
+    went to the sibling, which then stayed ~5-10 MiB larger (the summed peak RSS of the
+    processes 216-222 MiB); over 1 MiB they are parsed here."""
     proc, lanes = sibling
     stage = ParseStage(FN, remote=FN, executor=lanes)
     large = _large_page()
-    assert LANE_MAX_BYTES == SEGMENT_MIN_BYTES < len(large)
+    assert LANE_MAX_BYTES == 1024 * 1024 < len(large)
     inline = FN(large, "http://a.test/d/big.html", "text/html", ())
-    assert len(inline.links) == SEGMENT_MIN_BYTES // 40 + 1 and inline.title == "Big page"
+    assert len(inline.links) == LANE_MAX_BYTES // 40 + 1 and inline.title == "Big page"
     assert inline.links[1].url == "http://a.test/docs/p0.html#s0"
     # the largest page a sibling parses (not segmented; its body travels raw)
     edge = large[: LANE_MAX_BYTES - len(b"</body></html>")] + b"</body></html>"
-    assert len(edge) == LANE_MAX_BYTES and len(edge) >= RAW_BYTES_MIN
+    assert len(edge) == LANE_MAX_BYTES > SEGMENT_MIN_BYTES and len(edge) >= RAW_BYTES_MIN
     edge_inline = FN(edge, "http://a.test/d/edge.html", "text/html", ())
 
     async def run() -> None:
@@ -134,7 +134,7 @@ def test_pages_are_parsed_by_the_sibling_when_host_bound_segmented_ones_here(
     asyncio.run(run())
     sections = stage.report_sections()["parse"]
     assert sections["pid"] == os.getpid()
-    assert sections["here"] == 2  # the first small page and the segmented one
+    assert sections["here"] == 2  # the first small page and the one over LANE_MAX_BYTES
     assert sections["helpers"] == {str(proc.pid): 2}  # host-bound: small and edge
     proc.join(60)  # closing the stage closed the lane: the sibling's server saw EOF
     assert proc.exitcode == 0
