@@ -66,7 +66,8 @@ def test_pages_over_256_kib_are_parsed_by_segments_in_a_fraction_of_the_memory()
     rows = [b'<p><a href="/p/%d">link <b>%d</b></a>%s' % (i, i, FILLER[:2900]) for i in range(300)]
     body = b"<!DOCTYPE html><html><head><title>Big page</title></head><body>"
     body += b"".join(rows) + b"</body></html>"
-    expected = [Link(f"http://big.test/p/{i}", f"/p/{i}", "a", f"link {i}", False) for i in range(300)]
+    expected = [Link(f"http://big.test/p/{i}", f"/p/{i}", "a", f"link {i}", False)
+                for i in range(300)]  # fmt: skip
     assert SEGMENT_MIN_BYTES < len(body) < 1024 * 1024
     assert len(list(segment_bounds(body))) >= 3
 
@@ -81,7 +82,9 @@ def test_pages_over_256_kib_are_parsed_by_segments_in_a_fraction_of_the_memory()
     url = "http://big.test/"
     page, by_segments = peak(lambda: extract(body, url, "text/html"))
     whole, at_once = peak(
-        lambda: _extract_whole(body, url, "text/html", (), bot_token=None, resources=False, ids=False)
+        lambda: _extract_whole(
+            body, url, "text/html", (), bot_token=None, resources=False, ids=False
+        )
     )
     assert page == whole and page.links == expected
     assert by_segments * 2 < at_once  # (Lexbor's tree is allocated through Python's allocator)
