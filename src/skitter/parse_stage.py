@@ -56,10 +56,12 @@ log = logging.getLogger("skitter")
 #: HTML parsed in a process (here or for a sibling): parse trees are freed into glibc's heap,
 #: which keeps them otherwise (rust-doc -p1: peak RSS 153 MB without, see issue 16).
 TRIM_EVERY_BYTES = 32 * 1024 * 1024
-#: ... and after every page larger than this (bytes): its tree (~28 MB and more) just went
-#: back to the heap. (256 KiB: rust-doc ``--processes 2`` peaked ~7 MiB lower but with half
-#: again the minor page faults: what a trim gives back is faulted in again by the next pages.)
-TRIM_PAGE_BYTES = 1024 * 1024
+#: ... and after every page larger than this (bytes): its tree (~7 MB, a segment's, and more)
+#: just went back to the heap. Measured on rust-doc ``--processes 2`` (peak of the tree's
+#: summed RSS, with pages over 256 KiB parsed by segments): at 1 MiB, 205-207 MiB; at 256 KiB,
+#: 197-200 MiB, for 1.5x the minor page faults (what a trim gives back, the next pages fault
+#: in again: ~340k against ~225k in a crawl) and no measurable CPU.
+TRIM_PAGE_BYTES = 256 * 1024
 
 #: Pages in flight per sibling before this process parses the next one itself. 8, not 2: on
 #: a loaded machine an answer waits for the sibling to get a core, and with 2 the busy process
