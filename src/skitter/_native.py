@@ -15,8 +15,7 @@ Otherwise the normal import system finds the extension modules. :func:`active` s
 
 from __future__ import annotations
 
-import hashlib
-import importlib.abc
+import importlib
 import importlib.machinery
 import importlib.util
 import json
@@ -25,6 +24,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 __all__ = ["active", "install"]
 
@@ -37,8 +37,11 @@ def _source(module: str) -> Path:
     return _PACKAGE_DIR.joinpath(*module.split(".")[1:-1], module.rpartition(".")[2] + ".py")
 
 
-class _SourceFinder(importlib.abc.MetaPathFinder):
-    """Finds the recorded modules' ``.py`` files (ahead of their extension modules)."""
+class _SourceFinder:
+    """Finds the recorded modules' ``.py`` files (ahead of their extension modules): an
+    :class:`importlib.abc.MetaPathFinder` by its ``find_spec``, not by inheritance (importing
+    :mod:`importlib.abc` loads :mod:`importlib.resources`, zipfile, lzma...: ~3 MiB in every
+    process that imports skitter, the ``--processes`` coordinator too)."""
 
     def __init__(self, names: frozenset[str]) -> None:
         self.names = names
@@ -62,10 +65,25 @@ def _recorded() -> dict[str, str]:
     return data if isinstance(data, dict) else {}
 
 
+def _sha256_hex(data: bytes) -> str:
+    """The SHA-256 of ``data`` (hex), from CPython's own implementation when it has one:
+    importing :mod:`hashlib` loads and initialises OpenSSL's libcrypto (~4 MiB resident),
+    which the ``--processes`` coordinator does not need otherwise."""
+    for name in ("_sha2", "_sha256"):  # (CPython 3.12+, 3.11)
+        try:
+            module: Any = importlib.import_module(name)
+        except ImportError:
+            continue
+        return str(module.sha256(data).hexdigest())
+    import hashlib  # pragma: no cover - a Python without them
+
+    return hashlib.sha256(data).hexdigest()  # pragma: no cover
+
+
 def _current(recorded: dict[str, str]) -> bool:
     for name, digest in recorded.items():
         try:
-            if hashlib.sha256(_source(name).read_bytes()).hexdigest() != digest:
+            if _sha256_hex(_source(name).read_bytes()) != digest:
                 return False
         except OSError:
             return False

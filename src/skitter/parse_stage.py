@@ -13,13 +13,14 @@ processes' cores idle; or when a sibling is *idle*: nothing in flight, its own h
 end of a many-hosts crawl, when one process still has a tenth of the pages: before this, it
 ran alone on its core for ~1 s of an ~8 s benchmark crawl while the other core was free).
 With many ready hosts every process is busy with its own hosts and pages are parsed inline
-(no pickling cost). The siblings take at most :data:`LANE_DEPTH`
-pages each at once; past that the loop parses inline too, so both keep busy. Pages larger than
-:data:`skitter.html_chunks.SEGMENT_MIN_BYTES` go to a sibling too (rust-doc: its 46 pages over
-1 MiB were 15% of the busy process's time) up to :data:`LANE_MAX_BYTES`, one at a time
-(another meanwhile is parsed here), parsed there segment by segment like here; their body is
-not pickled but sent as it is (:data:`skitter.parse_lanes.RAW_BYTES_MIN`), so the sibling
-holds one copy of it and this process none more. Every :data:`TRIM_EVERY_BYTES` of HTML
+(no pickling cost). The siblings take at most :data:`LANE_DEPTH` pages each at once; past
+that the loop parses inline too, so both keep busy. Pages larger than
+:data:`LANE_MAX_BYTES` are always parsed here: a sibling that parsed them kept ~5-10 MiB more
+resident (a copy of the body, its segments' trees freed into a heap that glibc keeps), which
+counted in the summed resident set of the crawl's processes (rust-doc ``--processes 2``: peak
+216-222 MiB with them sent up to 4 MiB, 209 MiB up to 1 MiB; issue 16). Bodies of
+:data:`skitter.parse_lanes.RAW_BYTES_MIN` or more are not pickled but sent as they are, so the
+sibling holds one copy and this process none more. Every :data:`TRIM_EVERY_BYTES` of HTML
 parsed in a process, and after each page over :data:`TRIM_PAGE_BYTES`, the C heap is trimmed
 (:func:`skitter.runtime.trim_heap`); large blocks are mapped on their own
 (:func:`skitter.runtime.tune_heap`, set when a parse stage is made).
@@ -39,7 +40,6 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from skitter.html_chunks import SEGMENT_MIN_BYTES
 from skitter.models import Page
 from skitter.parse_lanes import BUSY, IDLE, ROOM, LaneExecutor
 from skitter.runtime import trim_heap, tune_heap
@@ -59,23 +59,25 @@ log = logging.getLogger("skitter")
 #: HTML parsed in a process (here or for a sibling): parse trees are freed into glibc's heap,
 #: which keeps them otherwise (rust-doc -p1: peak RSS 153 MB without, see issue 16).
 TRIM_EVERY_BYTES = 32 * 1024 * 1024
-#: ... and after every page larger than this (bytes): its tree (~28 MB and more) just went
-#: back to the heap. (256 KiB: rust-doc ``--processes 2`` peaked ~7 MiB lower but with half
-#: again the minor page faults: what a trim gives back is faulted in again by the next pages.)
-TRIM_PAGE_BYTES = 1024 * 1024
+#: ... and after every page larger than this (bytes): its tree (~7 MB, a segment's, and more)
+#: just went back to the heap. Measured on rust-doc ``--processes 2`` (peak of the tree's
+#: summed RSS, with pages over 256 KiB parsed by segments): at 1 MiB, 205-207 MiB; at 256 KiB,
+#: 197-200 MiB, for 1.5x the minor page faults (what a trim gives back, the next pages fault
+#: in again: ~340k against ~225k in a crawl) and no measurable CPU.
+TRIM_PAGE_BYTES = 256 * 1024
 
 #: Pages in flight per sibling before this process parses the next one itself. 8, not 2: on
 #: a loaded machine an answer waits for the sibling to get a core, and with 2 the busy process
 #: of rust-doc ``--processes 2`` parsed 11% of its pages itself (9 in 10 of them for this cap)
-#: while its sibling used a fifth of a core. (Pages are ~40 KB: the queue costs no memory;
-#: one large page at a time, see :meth:`ParseStage._use_pool`.)
+#: while its sibling used a fifth of a core. (Pages are ~40 KB, none over
+#: :data:`LANE_MAX_BYTES`: the queue costs little memory.)
 LANE_DEPTH = 8
 
-#: Pages larger than this (bytes) are parsed here even when a sibling is free: the sibling
-#: holds a copy of the body while it parses (rust-doc --processes 2: a 10 MB page raised the
-#: tree's summed peak RSS by ~14 MB); at 4 MiB (the heap's mmap threshold) by at most that.
-#: (rust-doc: 3 of its 46 pages over 1 MiB are larger, a quarter of their bytes.)
-LANE_MAX_BYTES = 4 * 1024 * 1024
+#: Pages larger than this (bytes) are parsed here even when a sibling is free. Measured on
+#: rust-doc ``--processes 2`` (46 pages over 1 MiB), peak of the tree's summed RSS: sent up
+#: to 4 MiB, 216 and 222 MiB (the sibling at 78-83 MiB); up to 1 MiB, 209 and 209 MiB
+#: (sibling 73), with no more CPU.
+LANE_MAX_BYTES = 1024 * 1024
 
 #: ``extract(body, url, content_type, x_robots) -> Page``; picklable (a module function or
 #: a :func:`functools.partial` of one) to run in a sibling process.
@@ -143,7 +145,6 @@ class ParseStage:
         self._host_bound = False
         self._idle = False
         self._pending = 0
-        self._large_out = False  # a page over SEGMENT_MIN_BYTES is in a sibling
         self._here = 0
         self._elsewhere: Counter[int] = Counter()
         self._trimmer = _Trimmer()
@@ -181,8 +182,8 @@ class ParseStage:
     def _use_pool(self, size: int) -> LaneExecutor | None:
         if not self.workers or self._pending >= LANE_DEPTH * self.workers:
             return None
-        if size > LANE_MAX_BYTES or (size > SEGMENT_MIN_BYTES and self._large_out):
-            return None  # one large body held for a sibling at a time: memory stays bounded
+        if size > LANE_MAX_BYTES:
+            return None  # parsed segment by segment: here (see LANE_MAX_BYTES)
         # host-bound here: any sibling with room may help; busy here (its own hosts keep
         # this core full): only a sibling with nothing to do (the end of a many-hosts crawl:
         # one process's hosts are done while the other's still have ~10% of the pages)
@@ -202,8 +203,6 @@ class ParseStage:
         remote = self.remote
         if pool is not None and remote is not None:
             self._pending += 1
-            large = len(body) > SEGMENT_MIN_BYTES
-            self._large_out |= large
             try:
                 pid: int
                 page: Page
@@ -217,8 +216,6 @@ class ParseStage:
                 self._shutdown()
             finally:
                 self._pending -= 1
-                if large:
-                    self._large_out = False
         self._here += 1
         page = self.extract(body, url, content_type, x_robots)
         self._trimmer.parsed(len(body))

@@ -9,10 +9,14 @@ Nothing here does I/O.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from functools import lru_cache
 from typing import Any
+
+try:  # CPython's own BLAKE2 (what hashlib.blake2b is) without importing hashlib, which loads
+    from _blake2 import blake2b  # and initialises OpenSSL: ~4 MiB resident in the coordinator
+except ImportError:  # pragma: no cover - a Python without it
+    from hashlib import blake2b
 
 from skitter.url_join import _authority_start, _parse, _parse_href
 from skitter.url_join import _clean_input as _clean_input
@@ -246,7 +250,7 @@ def fingerprint(canonical_url: str) -> int:
     (unlike :func:`hash`).  Range: -2**63 .. 2**63-1.
     """
     data = canonical_url.encode("utf-8", "surrogatepass")
-    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big", signed=True)
+    return int.from_bytes(blake2b(data, digest_size=8).digest(), "big", signed=True)
 
 
 # --------------------------------------------------------------------------------------

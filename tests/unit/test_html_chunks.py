@@ -58,6 +58,38 @@ def test_a_30_mb_page_gives_every_link_in_memory_that_follows_the_segment() -> N
     assert peak < 48 * SEGMENT_BYTES
 
 
+def test_pages_over_256_kib_are_parsed_by_segments_in_a_fraction_of_the_memory() -> None:
+    """Regression (issue 16, rust-doc --processes 2): pages up to 1 MiB were parsed whole, a
+    tree of up to ~28 MB that the parsing process kept resident afterwards (freed into its
+    heap); past 256 KiB they are cut, with the same links."""
+    assert SEGMENT_MIN_BYTES == 256 * 1024
+    rows = [b'<p><a href="/p/%d">link <b>%d</b></a>%s' % (i, i, FILLER[:2900]) for i in range(300)]
+    body = b"<!DOCTYPE html><html><head><title>Big page</title></head><body>"
+    body += b"".join(rows) + b"</body></html>"
+    expected = [Link(f"http://big.test/p/{i}", f"/p/{i}", "a", f"link {i}", False)
+                for i in range(300)]  # fmt: skip
+    assert SEGMENT_MIN_BYTES < len(body) < 1024 * 1024
+    assert len(list(segment_bounds(body))) >= 3
+
+    def peak(fn: object) -> tuple[Page, int]:
+        tracemalloc.start()
+        try:
+            page = fn()  # type: ignore[operator]
+            return page, tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    url = "http://big.test/"
+    page, by_segments = peak(lambda: extract(body, url, "text/html"))
+    whole, at_once = peak(
+        lambda: _extract_whole(
+            body, url, "text/html", (), bot_token=None, resources=False, ids=False
+        )
+    )
+    assert page == whole and page.links == expected
+    assert by_segments * 2 < at_once  # (Lexbor's tree is allocated through Python's allocator)
+
+
 MIXED = (
     '<html><head><meta charset="windows-1252"><base href="/base/dir/">'
     "<title>Caf\xe9</title></head><body>"

@@ -141,3 +141,7 @@ def test_coordinator_imports_no_crawler_module(tmp_path: Path) -> None:
     loaded |= {m for m in modules if any(m.startswith(c + ".") for c in CRAWLER_ONLY)}
     assert loaded == set()
     assert _optional_loaded(modules) == []
+    # issue 16: nor OpenSSL (hashlib: ~4 MiB resident) nor importlib.abc (~3 MiB: it loads
+    # importlib.resources, zipfile, lzma...): skitter._native and skitter.urls take CPython's
+    # own SHA-256 and BLAKE2b
+    assert {"_hashlib", "hashlib", "importlib.abc"} & modules == set()

@@ -103,6 +103,10 @@ def test_parse_stage_trims_every_32_mib_and_after_large_pages(
     asyncio.run(stage.parse(big, "http://a.test/", "text/html", ()))
     assert trims == [1, 1, 1]
     assert ps.TRIM_EVERY_BYTES == 32 * 1024 * 1024
+    # issue 16: after every page over 256 KiB (was 1 MiB: rust-doc -p2 peaked ~7 MiB higher)
+    assert ps.TRIM_PAGE_BYTES == 256 * 1024
+    asyncio.run(stage.parse(b"<p>" + b"x" * (300 * 1024), "http://a.test/", "text/html", ()))
+    assert trims == [1, 1, 1, 1]
 
 
 #: glibc's mallinfo2() in a child process: ``libc.mallinfo2()`` (keepcost, hblkhd, ...)
