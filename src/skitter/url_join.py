@@ -354,20 +354,25 @@ def _remember(stem: str, href: str, result: str) -> None:
     memo[href] = result
 
 
-def _resolve(stem: str, tail: str, href: str, encoding: str) -> str | None:
-    """``href`` (path-absolute or relative) resolved against ``stem + tail`` (a base's
-    serialised prefix + "/", or its directory + ""): by string operations for a plain
-    reference (:func:`skitter.url_simple.resolve_simple`, remembered by stem and href),
-    else by :func:`_join_cached`."""
+def _resolve_plain(stem: str, tail: str, href: str) -> str | None:
+    """``href`` (path-absolute or relative, a path reference: see
+    :func:`skitter.url_simple.resolve_simple`) resolved against ``stem + tail`` (a base's
+    serialised prefix + "/", or its directory + "") when it is plain: remembered by stem and
+    href, else by string operations (then remembered); None when it is not plain."""
     hit = _memo(stem).get(href)
     if hit is not None:
         return hit
-    base = stem + tail
-    simple = resolve_simple(base, href)
-    if simple is None:
-        return _join_cached(base, href, encoding)
-    _remember(stem, href, simple)
+    simple = resolve_simple(stem + tail, href)
+    if simple is not None:
+        _remember(stem, href, simple)
     return simple
+
+
+def _resolve(stem: str, tail: str, href: str, encoding: str) -> str | None:
+    """``href`` (cleaned) resolved against ``stem + tail`` (see :func:`_resolve_plain`), by
+    :func:`_join_cached` when it is not plain."""
+    resolved = _resolve_plain(stem, tail, href)
+    return resolved if resolved is not None else _join_cached(stem + tail, href, encoding)
 
 
 class Joiner:
@@ -393,9 +398,8 @@ class Joiner:
         self._plain = prefix is not None
         self._root = "" if prefix is None else prefix + "/"
         self._absolute = _memo("")
-        self._dir = ""
-        self._rel: dict[str, str] | None = None
-        self._rel_known = not self._plain  # the directory is found at the first relative href
+        self._dir: str | None = None
+        self._rel_known = not self._plain
 
     def join(self, href: str) -> str | None:
         """``join(base, href, encoding)``. Never raises."""
@@ -415,22 +419,14 @@ class Joiner:
                 if is_serialized(href):
                     _remember("", href, href)
                     return href
-        else:
-            if not self._rel_known:
+        elif href and href[0] not in "?#" and ":" not in href.partition("/")[0]:
+            if not self._rel_known:  # the directory, at the first relative href
                 self._rel_known = True
-                stem = _base_dir(self.base)
-                if stem is not None:
-                    self._dir, self._rel = stem, _memo(stem)
-            memo = self._rel
-            if memo is not None:
-                hit = memo.get(href)
-                if hit is not None:
-                    return hit
-                if href and href[0] not in "?#" and ":" not in href.partition("/")[0]:
-                    simple = resolve_simple(self._dir, href)
-                    if simple is not None:
-                        _remember(self._dir, href, simple)
-                        return simple
+                self._dir = _base_dir(self.base)
+            if self._dir is not None:
+                simple = _resolve_plain(self._dir, "", href)
+                if simple is not None:
+                    return simple
         return join(self.base, href, self.encoding)
 
 
