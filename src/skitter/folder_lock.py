@@ -8,6 +8,13 @@ a stale lock file never blocks anything: only a live holder does. Processes fork
 lock is held (the crawler processes of ``--processes``) close their copy at once, so the
 lock lives exactly as long as the process that took it.
 
+The lock is re-entrant within a process: a second :func:`lock_folder` of a folder this process
+holds already (the CLI's lock, then :func:`skitter.processes.run_processes`' own) succeeds and
+shares the held lock, counted; the folder is released when its last holder releases it.
+(``flock`` itself would refuse it: a second descriptor of the same file is another holder.)
+Held folders are known by their resolved path; :func:`check_free` passes a folder this process
+holds.
+
 Checking a folder never changes it: a refused command leaves the folder as it was.
 """
 
@@ -17,44 +24,77 @@ import contextlib
 import errno
 import fcntl
 import os
+import threading
 from pathlib import Path
 from types import TracebackType
 
 from skitter.errors import StateError
 
-__all__ = ["LOCK_FILE", "FolderLock", "check_free", "lock_folder"]
+__all__ = ["LOCK_FILE", "FolderLock", "check_free", "held_here", "lock_folder"]
 
 #: The lock file's name in the folder.
 LOCK_FILE = "skitter.lock"
 
-#: descriptors of the locks this process holds (closed in forked children)
-_HELD: set[int] = set()
+
+class _Held:
+    """A folder lock this process holds: its descriptor and how many holders share it."""
+
+    __slots__ = ("count", "fd")
+
+    def __init__(self, fd: int) -> None:
+        self.fd: int | None = fd
+        self.count = 1
+
+
+#: the folders this process holds, by resolved path (emptied in forked children)
+_HELD: dict[str, _Held] = {}
+_HELD_LOCK = threading.Lock()
 
 
 def _close_in_child() -> None:
-    for fd in _HELD:
-        with contextlib.suppress(OSError):
-            os.close(fd)
+    global _HELD_LOCK
+    _HELD_LOCK = threading.Lock()  # (another thread may have held it at the fork)
+    for held in _HELD.values():
+        if held.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(held.fd)
+        held.fd = None  # (a FolderLock the child inherited releases nothing)
     _HELD.clear()
 
 
 os.register_at_fork(after_in_child=_close_in_child)
 
 
+def _key(folder: Path) -> str:
+    return os.path.realpath(folder)
+
+
 class FolderLock:
     """A held folder lock (see the module doc); :meth:`release` or leave the ``with``."""
 
-    def __init__(self, folder: Path, fd: int) -> None:
+    def __init__(self, folder: Path, held: _Held) -> None:
         self.folder = folder
-        self._fd: int | None = fd
+        self._held: _Held | None = held
 
     def release(self) -> None:
-        """Release the lock (the file stays: removing it would race with the next taker)."""
-        if self._fd is not None:
-            _HELD.discard(self._fd)
-            with contextlib.suppress(OSError):
-                os.close(self._fd)
-            self._fd = None
+        """Release this hold (once; again does nothing). The folder is freed when its last
+        holder in this process releases it (the file stays: removing it would race with the
+        next taker)."""
+        held, self._held = self._held, None
+        if held is None:
+            return
+        with _HELD_LOCK:
+            if held.fd is None:  # (a forked child's copy: closed at the fork)
+                return
+            held.count -= 1
+            if held.count > 0:
+                return
+            for key, value in list(_HELD.items()):
+                if value is held:
+                    del _HELD[key]
+            fd, held.fd = held.fd, None
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
     def __enter__(self) -> FolderLock:
         return self
@@ -66,6 +106,12 @@ class FolderLock:
         tb: TracebackType | None,
     ) -> None:
         self.release()
+
+
+def held_here(folder: Path) -> bool:
+    """Whether this process holds ``folder``'s lock."""
+    with _HELD_LOCK:
+        return _key(folder) in _HELD
 
 
 def _busy(folder: Path, fd: int) -> StateError:
@@ -96,8 +142,10 @@ def check_free(folder: Path) -> None:
     """Refuse ``folder`` if a live process holds its lock; changes nothing in it.
 
     Raises:
-        StateError: in use (naming the holder's pid and command).
+        StateError: in use by another process (naming the holder's pid and command).
     """
+    if held_here(folder):
+        return  # (this process holds it)
     try:
         fd = os.open(folder / LOCK_FILE, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
@@ -111,20 +159,28 @@ def check_free(folder: Path) -> None:
 
 def lock_folder(folder: Path, command: str = "crawl") -> FolderLock:
     """Take ``folder``'s lock (creating ``skitter.lock`` in it) for this process's life or
-    until released; record this process's id and ``command`` in it.
+    until released; record this process's id and ``command`` in it. A folder this process
+    holds already is shared (re-entrant, counted: see the module doc; the file keeps the first
+    holder's command).
 
     Raises:
         StateError: another live process holds it (the message names its pid).
         OSError: the lock file cannot be created.
     """
-    fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        if not _try_lock(fd):
-            raise _busy(folder, fd)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()} {command}\n".encode(), 0)
-    except BaseException:
-        os.close(fd)
-        raise
-    _HELD.add(fd)
-    return FolderLock(folder, fd)
+    key = _key(folder)
+    with _HELD_LOCK:
+        held = _HELD.get(key)
+        if held is not None:
+            held.count += 1
+            return FolderLock(folder, held)
+        fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            if not _try_lock(fd):
+                raise _busy(folder, fd)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()} {command}\n".encode(), 0)
+        except BaseException:
+            os.close(fd)
+            raise
+        held = _HELD[key] = _Held(fd)
+    return FolderLock(folder, held)

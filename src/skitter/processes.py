@@ -32,7 +32,6 @@ restarts the same N processes on their shards (N is fixed for the life of a craw
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import multiprocessing
 import os
@@ -48,6 +47,7 @@ from typing import Any, NamedTuple
 
 from skitter.errors import OutputError, SkitterError, StateError
 from skitter.export.linkfile import links_name
+from skitter.folder_lock import check_free, lock_folder
 from skitter.logs import set_process_index
 from skitter.merge import merged_report, merged_stats
 from skitter.parse_lanes import ParseMesh, serve
@@ -310,17 +310,6 @@ def _write_back(out_dir: Path, count: int) -> None:
                 os.close(fd)
 
 
-def _lock_out_dir(out_dir: Path) -> int:
-    """Hold an exclusive lock on the folder for the coordinator's life (before any repair)."""
-    fd = os.open(out_dir / STATE_FILE, os.O_RDONLY)  # written once, never replaced
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        raise StateError(f"another skitter process is using {out_dir}") from None
-    return fd
-
-
 def run_processes(
     settings: CrawlSettings,
     *,
@@ -337,7 +326,8 @@ def run_processes(
     Returns:
         How the crawl ended (see :class:`ProcessesOutcome`).
     Raises:
-        StateError: unusable output folder, or one in use by another process.
+        StateError: unusable output folder, or one in use by another process (naming its
+            pid; nothing in the folder is changed).
         OSError: the merged files cannot be written.
     """
     count = settings.processes
@@ -348,11 +338,14 @@ def run_processes(
         if not (out_dir / SHARDS_DIR).is_dir():
             raise StateError(f"{out_dir} holds no sharded crawl (shards/ missing)")
     else:
+        check_free(out_dir)  # a crawl running there: named, nothing created
         prepare_new_out_dir(out_dir)
-        save_state(out_dir, settings)  # first: a crawl killed from here on can be resumed
-    lock_fd = _lock_out_dir(out_dir)
+    # the folder's lock for the coordinator's life, before any repair (shared with the CLI's
+    # lock when called from it: re-entrant; the crawler processes drop their copies)
+    lock = lock_folder(out_dir)
     try:
         if not settings.resume:
+            save_state(out_dir, settings)  # first: a crawl killed from here on can be resumed
             (out_dir / SHARDS_DIR).mkdir(exist_ok=True)
         if settings.resume and settings.frontier == "sqlite":
             _wait_for_shard_locks(out_dir, count)
@@ -362,7 +355,7 @@ def run_processes(
         finally:
             merger.close()
     finally:
-        os.close(lock_fd)
+        lock.release()
 
 
 def _coordinate(

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from skitter.errors import StateError
-from skitter.folder_lock import LOCK_FILE, check_free, lock_folder
+from skitter.folder_lock import LOCK_FILE, check_free, held_here, lock_folder
 
 HOLD = """
 import sys
@@ -85,3 +85,75 @@ def test_a_missing_folder_or_lock_file_is_free(tmp_path: Path) -> None:
     check_free(tmp_path / "absent")
     check_free(tmp_path)
     assert list(tmp_path.iterdir()) == []  # checking created nothing
+
+
+CHECK = """
+import sys
+from pathlib import Path
+from skitter.errors import StateError
+from skitter.folder_lock import check_free
+try:
+    check_free(Path(sys.argv[1]))
+except StateError as exc:
+    print(exc)
+else:
+    print("free")
+"""
+
+
+def _seen_from_another_process(folder: Path) -> str:
+    """What another process's :func:`check_free` says of ``folder``: "free" or its error."""
+    r = subprocess.run(
+        [sys.executable, "-c", CHECK, str(folder)], capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+def test_the_lock_is_reentrant_within_a_process_and_counted(tmp_path: Path) -> None:
+    busy = f"{tmp_path} is in use by a running skitter crawl (pid {os.getpid()})"
+    first = lock_folder(tmp_path)
+    # the same folder again, by another spelling of its path: shared, not refused
+    second = lock_folder(tmp_path / "." / ".." / tmp_path.name, "merge")
+    check_free(tmp_path)  # this process holds it: not "in use"
+    assert (tmp_path / LOCK_FILE).read_bytes() == f"{os.getpid()} crawl\n".encode()
+    first.release()
+    first.release()  # (twice: the same hold, released once)
+    assert _seen_from_another_process(tmp_path).startswith(busy)  # one holder left
+    second.release()
+    assert _seen_from_another_process(tmp_path) == "free"
+    with lock_folder(tmp_path) as again:  # taken afresh
+        assert again.folder == tmp_path
+        assert _seen_from_another_process(tmp_path).startswith(busy)
+    assert _seen_from_another_process(tmp_path) == "free"
+
+
+def test_a_forked_child_drops_a_shared_lock_and_its_releases_do_nothing(tmp_path: Path) -> None:
+    first, second = lock_folder(tmp_path), lock_folder(tmp_path)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: it holds nothing, and releasing its copies closes nothing
+        os.close(r)
+        code = 0
+        try:
+            spare = os.open(os.devnull, os.O_RDONLY)  # (may reuse the closed lock's number)
+            first.release()
+            second.release()
+            os.fstat(spare)  # still open
+            assert not held_here(tmp_path)
+        except BaseException:
+            code = 1
+        os.write(w, b"%d" % code)
+        os._exit(code)
+    os.close(w)
+    try:
+        assert os.read(r, 1) == b"0"
+    finally:
+        os.close(r)
+        os.waitpid(pid, 0)
+    busy = f"{tmp_path} is in use by a running skitter crawl (pid {os.getpid()})"
+    assert _seen_from_another_process(tmp_path).startswith(busy)  # the parent holds it still
+    first.release()
+    assert _seen_from_another_process(tmp_path).startswith(busy)
+    second.release()
+    assert _seen_from_another_process(tmp_path) == "free"
