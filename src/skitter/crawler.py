@@ -50,7 +50,7 @@ from skitter.recrawl import RecrawlPolicy
 from skitter.reporting import build_report, parse_counts, whole_parse_section, write_report
 from skitter.settings import CrawlSettings
 from skitter.sitemap_phase import read_sitemaps
-from skitter.state import CHECKPOINT_FILE, atomic_write_json
+from skitter.state import CHECKPOINT_FILE, atomic_write_json, resume_limits
 from skitter.stats import Stats, StatsSnapshot
 from skitter.traps import TrapGuard
 from skitter.worker import Worker
@@ -482,7 +482,8 @@ class Crawler:
             "robots_notes": ctx.robots_notes.to_state(),
             **({"duplicates": ctx.dups.to_state()} if ctx.dups is not None else {}),
             "parse": parse_counts(self._parse_section()),
-            "max_depth": self.settings.scope.max_depth,  # raised on resume: skitter.recovery
+            # the limits this session runs with (loosened on resume: skitter.recovery)
+            "limits": resume_limits(self.settings.scope),
             **self.peers.checkpoint_state(),
         }
         await c.frontier.flush()

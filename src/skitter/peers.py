@@ -26,7 +26,7 @@ from skitter.sharding import Meta
 
 if TYPE_CHECKING:
     from skitter.context import CrawlContext
-    from skitter.models import Response
+    from skitter.models import Request, Response
     from skitter.parse_lanes import LaneExecutor
     from skitter.traps import TrapGuard
 
@@ -141,6 +141,11 @@ class Peers:
 
     def resumed(self, traps: TrapGuard, recorded: Collection[str]) -> None:
         """The journals are replayed (``recorded``: URLs with a record past the checkpoint)."""
+
+    def dropped(self) -> list[Request]:
+        """The requests other processes handed over that this one dropped (trap budgets), in
+        the order received: judged again by a resume that loosened a limit."""
+        return []
 
 
 class Alone(Peers):

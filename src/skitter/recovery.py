@@ -6,8 +6,13 @@ pages.jsonl records past the checkpoint are counted and marked done in the front
 links.tsv rows past it are counted and their queued links re-added (both idempotent); a
 trailing block of rows whose page has no record (the kill came between them) is cut. So no
 URL is lost and no recorded URL is fetched again; only requests in flight at the kill are
-repeated. The trap budgets are rebuilt from links.tsv (and by the peers, from what they
-handed over).
+repeated. The trap budgets are rebuilt from links.tsv and requeued.txt (and by the peers,
+from what they handed over).
+
+A resume that loosens a limit on what is queued (``--max-depth``, ``--max-links-per-page``,
+``--max-seed-links``, ``--max-pages-per-host``, the trap limits: raised or lifted since the
+checkpoint's session, :func:`skitter.state.loosened_limits`) judges again what the old
+limits left out, and queues what passes now (:func:`_requeue_left_out`).
 """
 
 from __future__ import annotations
@@ -22,16 +27,26 @@ from skitter.checklinks.verdicts import record_verdict
 from skitter.context import CrawlContext
 from skitter.earlier_captures import EarlierCaptures
 from skitter.errors import StateError
+from skitter.export.base import AppendFile, truncate_partial_line
 from skitter.export.linkfile import cut_tail, iter_lines, links_file
 from skitter.export.links import LinkRow, parse_row
 from skitter.export.pages import read_records
 from skitter.models import Request
 from skitter.rules import Decision
-from skitter.state import CHECKPOINT_FILE, PAGES_FILE, read_json
+from skitter.state import (
+    CHECKPOINT_FILE,
+    PAGES_FILE,
+    REQUEUED_FILE,
+    RESUME_LIMITS,
+    limits_in_checkpoint,
+    loosened_limits,
+    read_json,
+    resume_limits,
+)
 from skitter.stats import Stats
-from skitter.urls import host_key
+from skitter.urls import canonicalize, host_key
 
-__all__ = ["reconcile"]
+__all__ = ["read_requeued", "reconcile"]
 
 log = logging.getLogger("skitter")
 
@@ -110,14 +125,23 @@ async def reconcile(ctx: CrawlContext) -> dict[str, Any]:
     readd: list[Request] = []
     if links_path.exists():
         readd = _reconcile_links(ctx, links_path, links_off, recorded)
-    if links_path.exists() and _depth_raised(cp, ctx.settings.scope.max_depth):
-        readd += _requeue_depth_cut(ctx, links_path, pages_path)
     if readd:
         await ctx.add(readd)
     # the trap budgets (distinct queued URLs per path / host) are rebuilt from links.tsv
     ctx.traps.replay_links(links_path)
+    # ... from what earlier resumes queued (their links.tsv rows keep the old decision)
+    ctx.traps.replay(read_requeued(ctx.out_dir))
     # ... and by the peers (sharded: from what other processes handed over)
     ctx.peers.resumed(ctx.traps, recorded)
+    before = limits_in_checkpoint(cp)
+    loosened = loosened_limits(before, resume_limits(ctx.settings.scope))
+    # limits not in the checkpoint (none yet, or an older Skitter's) may have been others:
+    # judged again too (with unchanged limits nothing passes that did not then)
+    unknown = [n.replace("_", "-") for n in RESUME_LIMITS if n not in before]
+    if loosened or (unknown and links_path.exists()):
+        requeued = _requeue_left_out(ctx, links_path, pages_path, loosened or unknown)
+        if requeued:
+            await ctx.add(requeued)
     await c.frontier.flush()
     log.info(
         "resume: %d records and %d queued links replayed past the checkpoint",
@@ -130,52 +154,133 @@ async def reconcile(ctx: CrawlContext) -> dict[str, Any]:
 _NOT_FETCHED = "(robots.txt and page not fetched)"
 
 
-def _depth_raised(cp: dict[str, Any], now: int | None) -> bool:
-    """Was ``--max-depth`` raised (or lifted) since the checkpoint's session?"""
-    if "max_depth" not in cp:
-        return False  # a checkpoint of an older Skitter: the limit is unknown
-    before = cp["max_depth"]
-    return isinstance(before, int) and (now is None or now > before)
+#: links.tsv decisions of links a limit left out (judged again when one is loosened)
+_LEFT_OUT = frozenset({Decision.DEPTH.value, Decision.LIMIT.value, Decision.TRAP.value})
 
 
-def _requeue_depth_cut(ctx: CrawlContext, links: Path, pages: Path) -> list[Request]:
-    """``--max-depth`` raised on resume: the links the old limit left out (links.tsv decision
-    ``depth``, kept as written) whose page is now within the limit, as requests (their trap
-    budgets spent as if they were found now; hosts cut as duplicates and unwanted file types
-    left out). The URL-seen test drops those queued meanwhile."""
-    max_depth = ctx.settings.scope.max_depth
-    depth_of: dict[str, int] = {}
-    for r in read_records(pages):
-        page_depth = int(r.get("depth") or 0)
+def _requeue_left_out(
+    ctx: CrawlContext, links: Path, pages: Path, loosened: list[str]
+) -> list[Request]:
+    """Limits loosened on resume (``loosened``: their flag names, :func:`loosened_limits`):
+    the links the old limits left out, judged again as if found now, as requests to queue.
+
+    Judged again: the links.tsv rows with decision ``depth``, ``limit`` or ``trap`` (kept as
+    written) of recorded pages, in file order (each with its position on its page, for
+    ``--max-links-per-page``), and of sitemaps (but those cut at ``limit`` while a link cap
+    is set: the cap met them by their place in a batch, which links.tsv does not keep), and
+    (sharded) the URLs other processes handed over that this one dropped. Each goes through
+    the scope rule (depth, link caps), the check-only policy, the type focus, the hosts cut
+    as duplicates and the trap budgets, which it spends (the budgets are rebuilt first,
+    seeds included: the first ones left out get the room, as if the limit had been so from
+    the start). The URLs this process admits are journaled in
+    ``requeued.txt`` before they are queued (their budgets on later resumes). The
+    URL-seen test drops those queued meanwhile.
+
+    Raises:
+        OSError: requeued.txt cannot be written.
+    """
+    pages_of: dict[str, tuple[int, bool]] = {}  # URL -> (depth, a seed page)
+    for r in read_records(pages) if pages.exists() else []:
+        depth = int(r.get("depth") or 0)
+        seed = depth == 0 and not r.get("redirects")
         for key in ("url", "final_url"):
             if isinstance(r.get(key), str):
-                depth_of.setdefault(r[key], page_depth)
+                pages_of.setdefault(r[key], (depth, seed))
+    c = ctx.components
+    decide = c.scope.decide
+    check = ctx.policy.check_only_for if ctx.policy.rejudges_links else None
     cut = ctx.dups.cut_hosts if ctx.dups is not None else set()
-    focus = ctx.components.focus
-    owner_of = ctx.peers.owner_of_url
+    focus = c.focus
+    owner_of, me = ctx.peers.owner_of_url, ctx.peers.index
+    for seed_url in ctx.settings.seeds:  # noted when the crawl adds them: count them now
+        canon = canonicalize(seed_url)
+        if canon is not None and not ctx.peers.is_foreign(canon):
+            ctx.traps.note(canon)
     out: list[Request] = []
+    mine: list[str] = []
     wanted: set[str] = set()
-    for unit, line in iter_lines(links, 0):
+
+    def take(url: str, depth: int, referer: str | None, check_only: bool) -> None:
+        if url in wanted or host_key(url) in cut:
+            return
+        if focus.filters_links and not focus.link_allowed(url):
+            return
+        owned = owner_of is None or owner_of(url) == me  # (others: judged by their owner)
+        if owned and ctx.traps.admit(url) is not None:
+            return
+        wanted.add(url)
+        out.append(Request(url=url, depth=depth, referer=referer, check_only=check_only))
+        if owned:
+            mine.append(url)
+
+    # sitemap entries met the link cap by their place in a batch (not in links.tsv)
+    capped = ctx.settings.scope.max_links_per_page is not None
+    source, index = None, 0
+    for unit, line in iter_lines(links, 0) if links.exists() else []:
         if unit == 0 and line.startswith(b"source\t"):
             continue
         row = parse_row(line.decode("utf-8", errors="replace"))
-        if row is None or row.decision != Decision.DEPTH.value or row.target in wanted:
+        if row is None:
             continue
-        d = depth_of.get(row.source)
-        if d is None or (max_depth is not None and d + 1 > max_depth):
+        if row.source != source:  # a page's rows are one block, in document order
+            source, index = row.source, 0
+        else:
+            index += 1
+        if row.decision not in _LEFT_OUT or not row.target:
             continue
-        if host_key(row.target) in cut or (
-            focus.filters_links and not focus.link_allowed(row.target)
-        ):
+        if row.kind == "sitemap":  # an entry of a sitemap: decided as a link of depth 1
+            if row.decision == Decision.LIMIT.value and capped:
+                continue  # (the link cap or the per-host cap: which one is not known)
+            depth, seed, position = 0, False, 0
+        elif (page := pages_of.get(row.source)) is None:
             continue
-        if (owner_of is None or owner_of(row.target) == ctx.peers.index) and ctx.traps.admit(
-            row.target
-        ) is not None:
+        else:
+            (depth, seed), position = page, index
+        if row.kind == "redirect":  # a redirect target: no link rules (scope is fixed)
+            take(row.target, depth, row.source, False)
             continue
-        wanted.add(row.target)
-        out.append(Request(url=row.target, depth=d + 1, referer=row.source))
-    log.info("resume: --max-depth raised: %d links left out by the old limit queued", len(out))
+        decision, canon = decide(
+            row.target, depth=depth + 1, nofollow=row.nofollow, index=position, is_seed_page=seed
+        )
+        check_only = False
+        if check is not None and canon is not None:
+            co = check(decision.value, canon, row.kind)
+            if co is not None:  # link checking: checked (check_only) or crawled
+                decision, check_only = Decision.QUEUED, co
+        if decision is Decision.QUEUED and canon is not None:
+            take(canon, depth + 1, row.source, check_only)
+    for req in ctx.peers.dropped():
+        take(req.url, req.depth, req.referer, req.check_only)
+    if mine:
+        _journal_requeued(ctx.out_dir, mine)
+    log.info(
+        "resume: %s loosened (or unknown): %d links the old limits left out queued",
+        ", ".join(f"--{name}" for name in loosened),
+        len(out),
+    )
     return out
+
+
+def read_requeued(out_dir: Path) -> list[str]:
+    """The URLs journaled in ``out_dir/requeued.txt`` (complete lines; none if missing).
+
+    Raises:
+        OSError: the file exists but cannot be read.
+    """
+    try:
+        data = (out_dir / REQUEUED_FILE).read_bytes()
+    except FileNotFoundError:
+        return []
+    end = data.rfind(b"\n")
+    return [u.decode("utf-8", "surrogateescape") for u in data[: end + 1].split(b"\n") if u]
+
+
+def _journal_requeued(out_dir: Path, urls: list[str]) -> None:
+    """Append ``urls`` to requeued.txt (one write, synced: before the frontier has them)."""
+    path = out_dir / REQUEUED_FILE
+    truncate_partial_line(path)  # (a line cut by a crash)
+    with AppendFile(path) as fh:
+        fh.write("".join(f"{u}\n" for u in urls).encode("utf-8", "surrogateescape"))
 
 
 def _tally_robots(ctx: CrawlContext, r: dict[str, Any]) -> None:

@@ -226,6 +226,10 @@ class ShardPeers(Peers):
         traps.replay(r.url for r in sh.handoff.replay_admitted())
         sh.replayed = set(recorded)
 
+    def dropped(self) -> list[Request]:
+        """The handed-over requests this process dropped (see :meth:`Peers.dropped`)."""
+        return list(self.state.handoff.replay_dropped())
+
     # ------------------------------------------------------------------ the hand-off task
 
     async def run(self) -> None:

@@ -255,16 +255,31 @@ class Handoff:
         if data:
             self._dropped.write(data)
 
+    def _dropped_urls(self) -> set[str]:
+        if not self._dropped_path.exists():
+            return set()
+        with open(self._dropped_path, "rb") as fh:
+            return {ln.rstrip(b"\n").decode("utf-8", "surrogateescape") for ln in fh}
+
     def replay_admitted(self) -> Iterable[Request]:
         """Every request read so far (from byte 0 to :attr:`consumed` of each inbox) that was
         not dropped (:meth:`note_dropped`): for rebuilding the trap budgets on resume. Reads
         the files again; nothing is consumed."""
-        dropped: set[str] = set()
-        if self._dropped_path.exists():
-            with open(self._dropped_path, "rb") as fh:
-                dropped = {ln.rstrip(b"\n").decode("utf-8", "surrogateescape") for ln in fh}
+        dropped = self._dropped_urls()
         for req in self._replay_received():
             if req.url not in dropped:
+                yield req
+
+    def replay_dropped(self) -> Iterable[Request]:
+        """The requests read so far that were dropped (:meth:`note_dropped`), each URL once,
+        in the order read: what a resume that loosened a limit judges again. Reads the files
+        again; nothing is consumed."""
+        dropped = self._dropped_urls()
+        if not dropped:
+            return
+        for req in self._replay_received():
+            if req.url in dropped:
+                dropped.discard(req.url)
                 yield req
 
     def _replay_received(self) -> Iterable[Request]:

@@ -6,6 +6,8 @@ Files (all in ``--out DIR``)::
                        start, and on a resume that changes a setting)
     skitter.lock       held (flock) while a command writes the folder: skitter.folder_lock
     checkpoint.json    offsets of pages.jsonl / links.tsv and the stats at the last frontier commit
+    requeued.txt       URLs queued on a resume that loosened a limit (skitter.recovery): their
+                       trap budgets, which links.tsv (decision kept as written) does not show
     frontier.sqlite    the frontier (SQLite backend)
     cookies.json       the cookie jar
     pages.jsonl, links.tsv, *.warc.gz, report.json   the outputs
@@ -39,11 +41,16 @@ from skitter.settings import (
 
 __all__ = [
     "FORMAT_VERSION",
+    "RESUME_LIMITS",
     "atomic_write_json",
     "check_resume_compatible",
+    "checkpoint_limits",
+    "limits_in_checkpoint",
     "load_state",
+    "loosened_limits",
     "prepare_new_out_dir",
     "read_json",
+    "resume_limits",
     "save_resumed_state",
     "save_state",
     "settings_from_dict",
@@ -61,6 +68,7 @@ PAGES_FILE = "pages.jsonl"
 LINKS_FILE = "links.tsv"
 REPORT_FILE = "report.json"
 SITEMAPS_FILE = "sitemaps.json"
+REQUEUED_FILE = "requeued.txt"  # URLs queued by a resume that loosened a limit (recovery)
 MERGE_FILE = "merge.json"  # --processes: how far the shards are merged (skitter.shard_merge.Merger)
 
 
@@ -260,14 +268,8 @@ FIXED_ON_RESUME = (
     ("scope", lambda s: s.scope.scope),
     ("include", lambda s: tuple(s.scope.include)),
     ("exclude", lambda s: tuple(s.scope.exclude)),
-    ("max-links-per-page", lambda s: s.scope.max_links_per_page),
-    ("max-seed-links", lambda s: s.scope.max_seed_links),
     ("max-url-length", lambda s: s.scope.max_url_length),
     ("follow-nofollow", lambda s: s.scope.follow_nofollow),
-    ("max-pages-per-host", lambda s: s.scope.max_pages_per_host),
-    ("max-path-depth", lambda s: s.scope.max_path_depth),
-    ("max-query-variants-per-path", lambda s: s.scope.max_query_variants_per_path),
-    ("max-segment-repeats", lambda s: s.scope.max_segment_repeats),
     ("ignore-robots", lambda s: s.politeness.ignore_robots),
     ("frontier", lambda s: redact_url(s.frontier)),
     ("dedup", lambda s: s.quality.dedup),
@@ -276,6 +278,64 @@ FIXED_ON_RESUME = (
     ("processes", lambda s: s.processes),
     ("links-compress", lambda s: s.links_compress),
 )
+
+
+def resume_limits(scope: ScopeSettings) -> dict[str, int | None]:
+    """The limits on what is queued that may change on resume (:data:`RESUME_LIMITS`), as
+    the crawl applies them: ``None`` = no limit (a trap limit or per-host cap of 0 is off;
+    ``max_seed_links`` is the seed pages' cap in effect, ``max_links_per_page`` when unset).
+    Written in checkpoint.json (the limits a session ran with) and compared by
+    :func:`loosened_limits`."""
+    seed = scope.max_seed_links if scope.max_seed_links is not None else scope.max_links_per_page
+    return {
+        "max_depth": scope.max_depth,
+        "max_links_per_page": scope.max_links_per_page,
+        "max_seed_links": seed,
+        "max_pages_per_host": scope.max_pages_per_host or None,
+        "max_path_depth": scope.max_path_depth or None,
+        "max_query_variants_per_path": scope.max_query_variants_per_path or None,
+        "max_segment_repeats": scope.max_segment_repeats or None,
+    }
+
+
+#: The limits a resume may change (raised: what they left out is queued; see skitter.recovery).
+RESUME_LIMITS = tuple(resume_limits(ScopeSettings()))
+
+
+def loosened_limits(before: dict[str, Any], now: dict[str, int | None]) -> list[str]:
+    """The names (as flags: ``max-pages-per-host``) of the limits of ``now``
+    (:func:`resume_limits`) raised or lifted since ``before`` (the same shape, as read
+    from a checkpoint: a limit missing or not a number there is taken as unchanged)."""
+    out: list[str] = []
+    for name in RESUME_LIMITS:
+        old, new = before.get(name), now.get(name)
+        if isinstance(old, bool) or not isinstance(old, int):
+            continue  # no limit before, or unknown (an older checkpoint)
+        if new is None or new > old:
+            out.append(name.replace("_", "-"))
+    return out
+
+
+def limits_in_checkpoint(checkpoint: dict[str, Any]) -> dict[str, Any]:
+    """The limits (:func:`resume_limits`) a checkpoint.json's session ran with; one of an
+    older Skitter knows ``max_depth`` only, or nothing."""
+    limits = checkpoint.get("limits")
+    if isinstance(limits, dict):
+        return limits
+    return {"max_depth": checkpoint["max_depth"]} if "max_depth" in checkpoint else {}
+
+
+def checkpoint_limits(out_dir: Path) -> dict[str, Any] | None:
+    """The limits the crawl in ``out_dir`` last ran with (:func:`limits_in_checkpoint`), from
+    its checkpoint.json (process 0's for a ``--processes`` crawl: every process runs with
+    the same), or None when there is no readable checkpoint."""
+    for path in (out_dir / CHECKPOINT_FILE, out_dir / "shards" / "0" / CHECKPOINT_FILE):
+        try:
+            data = json.loads(path.read_bytes())
+        except (OSError, ValueError):
+            continue
+        return limits_in_checkpoint(data) if isinstance(data, dict) else None
+    return None
 
 
 def check_resume_compatible(stored: CrawlSettings, given: CrawlSettings) -> None:

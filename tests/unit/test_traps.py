@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -9,11 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skitter.cli import build_parser, settings_from_args
-from skitter.errors import StateError
 from skitter.export.links import LinkRow, LinksWriter
 from skitter.rules import Decision
 from skitter.settings import ScopeSettings
-from skitter.state import check_resume_compatible
+from skitter.state import check_resume_compatible, loosened_limits, resume_limits
 from skitter.traps import DEFENCES, MAX_REPORTED_URLS, TrapGuard, path_depth
 from skitter.urls import canonicalize
 
@@ -180,8 +180,22 @@ def test_cli_flags_and_resume_compatibility(tmp_path: Path) -> None:
     assert defaults.scope.max_path_depth == 32
     assert defaults.scope.max_query_variants_per_path == 100
     assert defaults.scope.max_segment_repeats == 2
-    with pytest.raises(StateError, match="--max-pages-per-host differs"):
-        check_resume_compatible(defaults, s)
+    # the trap limits may change on resume (stored; raised: what they left out is queued)
+    check_resume_compatible(defaults, s)
+    assert loosened_limits(resume_limits(defaults.scope), resume_limits(s.scope)) == [
+        "max-path-depth",  # 32 -> off
+        "max-segment-repeats",  # 2 -> 3
+    ]
+    assert loosened_limits(resume_limits(s.scope), resume_limits(defaults.scope)) == [
+        "max-pages-per-host",  # 50 -> none (lifted)
+        "max-query-variants-per-path",  # 7 -> 100
+    ]
+    # a limit the checkpoint does not know (an older Skitter's) counts as unchanged
+    two = replace(s.scope, max_depth=2)
+    assert loosened_limits({"max_depth": 2}, resume_limits(two)) == []
+    assert loosened_limits({"max_depth": 2}, resume_limits(replace(two, max_depth=3))) == [
+        "max-depth"
+    ]
     with pytest.raises(SystemExit):
         build_parser().parse_args(["crawl", "--out", "o", "--max-pages-per-host", "0", "x"])
 

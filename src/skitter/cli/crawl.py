@@ -35,8 +35,11 @@ from skitter.settings import (
 )
 from skitter.state import (
     check_resume_compatible,
+    checkpoint_limits,
     load_state,
+    loosened_limits,
     prepare_new_out_dir,
+    resume_limits,
     save_resumed_state,
 )
 from skitter.stats import StatsSnapshot
@@ -358,13 +361,14 @@ def run(args: argparse.Namespace) -> int:
                         f"'skitter crawl --resume --out {args.out}'"
                     )
             done = finished_report(args.out)
-            if done is not None and _depth_raised(stored, settings):
+            loosened = _limits_loosened(Path(args.out), stored, settings)
+            if done is not None and loosened:
                 if stored.processes > 1:  # its shards' journals are gone (merged, sealed)
                     raise StateError(
                         f"the crawl in {args.out} is finished and its processes' journals are "
-                        "merged: --max-depth cannot be raised any more (start a new crawl)"
+                        f"merged: --{loosened[0]} cannot be raised any more (start a new crawl)"
                     )
-                done = None  # one process: the links the old limit left out are crawled now
+                done = None  # one process: the links the old limits left out are crawled now
             if done is not None:
                 # nothing left to crawl: say so and touch no file of the crawl
                 _write_missing_end_files(args.out)
@@ -406,10 +410,12 @@ def run(args: argparse.Namespace) -> int:
         return failure_exit(exc, go_on=resume, out=out, lost=lost)
 
 
-def _depth_raised(stored: CrawlSettings, given: CrawlSettings) -> bool:
-    """``--max-depth`` raised (or lifted) on resume."""
-    before, now = stored.scope.max_depth, given.scope.max_depth
-    return before is not None and (now is None or now > before)
+def _limits_loosened(out: Path, stored: CrawlSettings, given: CrawlSettings) -> list[str]:
+    """The limits on what is queued (``--max-depth``, the link caps, ``--max-pages-per-host``,
+    the trap limits) that ``given`` raises or lifts, as flag names: compared with those the
+    crawl last ran with (its checkpoint; what it does not say: the stored settings)."""
+    before = {**resume_limits(stored.scope), **(checkpoint_limits(out) or {})}
+    return loosened_limits(before, resume_limits(given.scope))
 
 
 def _lock_out_dir(settings: CrawlSettings) -> FolderLock:
