@@ -143,6 +143,8 @@ class Crawler:
         #: parse counts of the sessions before a resume (checkpoint "parse")
         self._parse_earlier: dict[str, Any] = {}
         self._wake = asyncio.Event()
+        #: set by interrupt() and abort(): the sitemap phase abandons its fetches
+        self._interrupted = asyncio.Event()
         self._stopping = False
         self._stop_reason = ""
         self._started = 0.0
@@ -297,12 +299,14 @@ class Crawler:
         already read are still archived and recorded, then the crawl ends as after
         :meth:`request_stop` (checkpoint, report)."""
         self.request_stop("interrupted")
+        self._interrupted.set()  # (the sitemap phase's fetches: abandoned too)
         for t in list(self._inflight - self._fetched):
             t.cancel()
 
     def abort(self) -> None:
         """Cancel the requests in flight (they are fetched again on resume)."""
         self.request_stop("interrupted")
+        self._interrupted.set()
         for t in list(self._inflight):
             t.cancel()
 
@@ -347,7 +351,15 @@ class Crawler:
         if ctx.recrawl is not None:  # every previous page is asked again
             prev = [p for p in ctx.recrawl.revisits() if not peers.is_foreign(p.url)]
             await ctx.add([Request(url=p.url, depth=p.depth) for p in prev])
-        await read_sitemaps(ctx, worker, self._checkpoint, lambda: self._stopping)
+        # (sharded: the coordinator's Ctrl-C is obeyed during the phase too)
+        listening = asyncio.create_task(peers.listen())
+        try:
+            await read_sitemaps(
+                ctx, worker, self._checkpoint, lambda: self._stopping, self._interrupted
+            )
+        finally:
+            listening.cancel()
+            await asyncio.gather(listening, return_exceptions=True)
         limit = self.limit
         max_pages = self.settings.max_pages
         max_time = self.settings.max_time_s

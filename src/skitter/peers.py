@@ -110,6 +110,10 @@ class Peers:
     async def run(self) -> None:
         """A background task for the crawl's duration (cancelled at its end), or returns."""
 
+    async def listen(self) -> None:
+        """A background task while the crawl has not started leasing (the sitemap phase;
+        cancelled at its end): obey a stop asked meanwhile (Ctrl-C), or returns."""
+
     def total_ok(self, ok: int) -> int:
         """2xx records over every process (``ok``: this process's)."""
         return ok

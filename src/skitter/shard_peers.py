@@ -236,25 +236,12 @@ class ShardPeers(Peers):
         """Obey the coordinator, take in handed-off requests, report status (a background
         task for the crawl's duration)."""
         sh = self.state
-        link = self.link
         loop = self._loop
         assert loop is not None
         last_status = 0.0
         last_idle: bool | None = None
         while True:
-            try:
-                while link.conn.poll():
-                    msg = link.conn.recv()
-                    if msg == "stop":
-                        loop.interrupt()
-                    elif msg == "abort":
-                        loop.abort()
-                    elif msg == "finish":
-                        sh.finish = True
-                        loop.wake()
-            except (EOFError, OSError):
-                log.error("the coordinating process is gone: stopping")
-                loop.abort()
+            if not self._obey():
                 return
             items = sh.handoff.receive_with_meta()
             if items:
@@ -277,6 +264,34 @@ class ShardPeers(Peers):
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(sh.went_idle.wait(), 0.02 if idle else 0.05)
             sh.went_idle.clear()
+
+    async def listen(self) -> None:
+        """Obey the coordinator (a Ctrl-C: stop, abort) while the crawl has not started
+        leasing (the sitemap phase), until cancelled: :meth:`run` then takes over."""
+        while self._obey():
+            await asyncio.sleep(0.02)
+
+    def _obey(self) -> bool:
+        """Carry out the coordinator's messages waiting in the pipe ("stop": interrupt,
+        "abort", "finish"); False once the coordinator is gone (the crawl aborted)."""
+        sh = self.state
+        loop = self._loop
+        assert loop is not None
+        try:
+            while self.link.conn.poll():
+                msg = self.link.conn.recv()
+                if msg == "stop":
+                    loop.interrupt()
+                elif msg == "abort":
+                    loop.abort()
+                elif msg == "finish":
+                    sh.finish = True
+                    loop.wake()
+        except (EOFError, OSError):
+            log.error("the coordinating process is gone: stopping")
+            loop.abort()
+            return False
+        return True
 
     def _send_status(self, idle: bool, queued: int = 0) -> None:
         """One status message to the coordinator: ``("status", seq, idle, sent bytes per

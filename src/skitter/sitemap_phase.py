@@ -16,6 +16,11 @@ resume of an interrupted phase reads the sitemaps again: the rows the cut phase 
 wrote to links.tsv (counted by the resume's replay) are not written again, their queued
 entries are queued again (the URL-seen test drops those the frontier kept), so links.tsv
 holds each row once and none is lost.
+Ctrl-C/SIGTERM (``interrupted``, set by :meth:`skitter.crawler.Crawler.interrupt`) stops the
+phase at once: the robots.txt and sitemap fetches under way are abandoned (read again on
+resume), nothing more is queued, and the phase ends unfinished. Entries are decided and
+their robots.txt consulted before any of them is queued or written, so an interrupted batch
+leaves nothing half done (no budget spent, no row written for it).
 With ``--processes``, each process reads the sitemaps of the seeds it owns (those their
 robots.txt lists are read by the seed's owner even on another process's host, as an
 index's children are) and the ``--sitemap`` URLs of its hosts; entries for other
@@ -27,9 +32,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from skitter.errors import StateError
 from skitter.export.linkfile import links_file
@@ -52,17 +57,49 @@ log = logging.getLogger("skitter")
 #: Entries decided and queued per batch.
 BATCH = 1000
 
+T = TypeVar("T")
+
+
+class _Interrupted(Exception):
+    """The crawl was interrupted while the phase waited on the network."""
+
+
+async def _unless(interrupted: asyncio.Event | None, coro: Coroutine[Any, Any, T]) -> T:
+    """``await coro``; once ``interrupted`` is set, cancel it and raise :class:`_Interrupted`
+    instead (the fetches of the phase: robots.txt, sitemaps)."""
+    if interrupted is None:
+        return await coro
+    if interrupted.is_set():
+        coro.close()
+        raise _Interrupted
+    task = asyncio.ensure_future(coro)
+    waiter = asyncio.ensure_future(interrupted.wait())
+    try:
+        await asyncio.wait((task, waiter), return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:  # (this task cancelled)
+        task.cancel()
+        waiter.cancel()
+        raise
+    waiter.cancel()
+    if not task.done():
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        raise _Interrupted
+    return task.result()
+
 
 async def read_sitemaps(
     ctx: CrawlContext,
     worker: Worker,
     checkpoint: Callable[[], Awaitable[None]],
     stopping: Callable[[], bool] = lambda: False,
+    interrupted: asyncio.Event | None = None,
 ) -> None:
     """The sitemap phase (see the module doc); ``checkpoint`` commits the crawl state.
 
     Sets ``ctx.sitemap_stats`` (the report.json ``sitemaps`` block). Once ``stopping()``
-    (Ctrl-C) no further sitemap is fetched and the phase ends unfinished (no
+    (a stop requested) no further sitemap is fetched, and once ``interrupted`` is set
+    (Ctrl-C) the fetches under way are abandoned too; the phase then ends unfinished (no
     ``sitemaps.json``: a resume reads the sitemaps again).
     """
     q = ctx.quality
@@ -99,7 +136,10 @@ async def read_sitemaps(
 
     async def robots_of(org: str) -> None:
         async with slots:
-            robots = await c.robots.rules_for(org + "/")
+            try:
+                robots = await _unless(interrupted, c.robots.rules_for(org + "/"))
+            except _Interrupted:
+                return
         robots_url = robots.final_url or org + "/robots.txt"
         found[org] = [(v, robots_url) for v in robots.rules.sitemaps]
 
@@ -117,10 +157,11 @@ async def read_sitemaps(
     async def allowed(url: str) -> bool:
         if ctx.settings.politeness.ignore_robots:
             return True
-        return (await c.robots.check(url, count=False)).allowed  # the fetch counts it
+        # (the fetch counts it)
+        return (await _unless(interrupted, c.robots.check(url, count=False))).allowed
 
     async def fetch(url: str) -> Any:
-        return await worker.fetch_aside(url, q.max_sitemap_bytes)
+        return await _unless(interrupted, worker.fetch_aside(url, q.max_sitemap_bytes))
 
     # one reader: the graph (each sitemap read once) and the counters are shared
     reader = SitemapReader(q, fetch, allowed, c.scope.in_scope, stopping=stopping)
@@ -128,17 +169,20 @@ async def read_sitemaps(
     async def walk(host_roots: list[str]) -> None:
         async with slots:
             batch: list[tuple[str, SitemapEntry]] = []
-            async for sm_url, entry in reader.read(host_roots):
-                batch.append((sm_url, entry))
-                if len(batch) >= BATCH:
+            try:
+                async for sm_url, entry in reader.read(host_roots):
+                    batch.append((sm_url, entry))
+                    if len(batch) >= BATCH:
+                        await _queue_entries(ctx, batch, reader.stats, allowed, written)
+                        batch = []
+                if batch:
                     await _queue_entries(ctx, batch, reader.stats, allowed, written)
-                    batch = []
-            if batch:
-                await _queue_entries(ctx, batch, reader.stats, allowed, written)
+            except _Interrupted:
+                return  # (the batch cut: nothing of it queued or written)
 
     await asyncio.gather(*(walk(rs) for rs in by_host.values()))
     ctx.sitemap_stats = {"mode": q.sitemaps, **reader.stats.as_dict()}
-    if stopping():
+    if stopping() or (interrupted is not None and interrupted.is_set()):
         return  # unfinished: the crawl's last checkpoint keeps the rows written so far
     await checkpoint()
     atomic_write_json(marker, ctx.sitemap_stats)
@@ -155,23 +199,35 @@ async def _queue_entries(
 
     ``written``: (sitemap URL, target) -> decisions of the rows already in links.tsv from a
     cut run of the phase; each matching entry uses one up, is not written again and, if that
-    row was queued, is queued again (no trap budget: the resume replayed its row)."""
+    row was queued, is queued again (no trap budget: the resume replayed its row).
+
+    Raises:
+        _Interrupted: from ``allowed``, before anything of the batch is counted or queued.
+    """
     c = ctx.components
     is_foreign = ctx.peers.is_foreign
-    fields: list[list[Any]] = []
-    pending: dict[str, int] = {}
-    to_add: list[Request] = []
-    again: list[Request] = []
+    # first every decision and robots.txt verdict (they may wait on the network: an
+    # interruption here leaves nothing of the batch done), then the queueing
+    judged: list[tuple[str, SitemapEntry, Decision, str | None]] = []
+    disallowed = 0
     for i, (sm_url, entry) in enumerate(batch):
         decision, canon = c.scope.decide(
             entry.url, depth=1, nofollow=False, index=i, is_seed_page=False
         )
+        judged.append((sm_url, entry, decision, canon))
+        queued = canon if decision is Decision.QUEUED else None
+        if queued is not None and not is_foreign(queued) and not await allowed(queued):
+            disallowed += 1  # queued anyway: the fetch records it
+    stats.robots_disallowed += disallowed
+    fields: list[list[Any]] = []
+    pending: dict[str, int] = {}
+    to_add: list[Request] = []
+    again: list[Request] = []
+    for sm_url, entry, decision, canon in judged:
         dec = decision.value
         if decision is Decision.SCOPE:
             stats.out_of_scope += 1
         queued = canon if decision is Decision.QUEUED else None
-        if queued is not None and not is_foreign(queued) and not await allowed(queued):
-            stats.robots_disallowed += 1  # queued anyway: the fetch records it
         key = (sm_url, canon if canon is not None else entry.url)
         if written.get(key):
             if written[key].pop(0) == Decision.QUEUED.value and queued is not None:
