@@ -82,6 +82,7 @@ class ConcurrencyController:
 
     Attributes:
         value: the current limit.
+        peak: the highest limit set so far.
         history: ``[(seconds since the first reading, limit, reason)]`` of every change
             (the last :data:`MAX_HISTORY`), reason one of "start", "raise", "cpu", "lag",
             "memory".
@@ -105,6 +106,7 @@ class ConcurrencyController:
         self.max_memory_bytes = max_memory_bytes
         self.max_lag_s = max_lag_s
         self.value = max(1, min(start, ceiling))
+        self.peak = self.value
         self.history: list[tuple[float, int, str]] = [(0.0, self.value, "start")]
         self._t0: float | None = None
 
@@ -125,6 +127,7 @@ class ConcurrencyController:
             new, why = v, ""
         if new != v:
             self.value = new
+            self.peak = max(self.peak, new)
             self.history.append((round(now - self._t0, 3), new, why))
             if len(self.history) > MAX_HISTORY:
                 del self.history[1 : len(self.history) - MAX_HISTORY + 1]
@@ -239,7 +242,9 @@ class AutoLimit:
 
     def report_sections(self) -> dict[str, Any]:
         """``{"concurrency": {"mode": "auto", "ceiling", "floor", "cpu_target",
-        "max_memory_bytes", "current", "readings", "history": [[s, limit, reason], ...]}}``."""
+        "max_memory_bytes", "current", "peak", "readings", "history": [[s, limit, reason],
+        ...]}}`` of this session (report.json's covers every session:
+        :func:`skitter.reporting.whole_tuning_sections`)."""
         c = self.controller
         return {
             "concurrency": {
@@ -249,6 +254,7 @@ class AutoLimit:
                 "cpu_target": c.cpu_target,
                 "max_memory_bytes": c.max_memory_bytes,
                 "current": c.value,
+                "peak": c.peak,
                 "readings": self.readings,
                 "history": [list(h) for h in c.history],
             }

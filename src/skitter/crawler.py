@@ -47,7 +47,13 @@ from skitter.parse_stage import Extract, ParseStage
 from skitter.peers import Peers
 from skitter.recovery import reconcile
 from skitter.recrawl import RecrawlPolicy
-from skitter.reporting import build_report, parse_counts, whole_parse_section, write_report
+from skitter.reporting import (
+    build_report,
+    parse_counts,
+    whole_parse_section,
+    whole_tuning_sections,
+    write_report,
+)
 from skitter.settings import CrawlSettings
 from skitter.sitemap_phase import read_sitemaps
 from skitter.state import CHECKPOINT_FILE, atomic_write_json, resume_limits
@@ -142,6 +148,8 @@ class Crawler:
         self._fetched: set[asyncio.Task[None]] = set()
         #: parse counts of the sessions before a resume (checkpoint "parse")
         self._parse_earlier: dict[str, Any] = {}
+        #: concurrency and timeouts sections of the sessions before a resume ("tuning")
+        self._tuning_earlier: dict[str, Any] = {}
         self._wake = asyncio.Event()
         #: set by interrupt() and abort(): the sitemap phase abandons its fetches
         self._interrupted = asyncio.Event()
@@ -201,6 +209,7 @@ class Crawler:
             if self.settings.resume:
                 cp = await reconcile(ctx)
                 self._parse_earlier = cp.get("parse") or {}  # report.json: the whole crawl
+                self._tuning_earlier = cp.get("tuning") or {}
         except BaseException:
             await self._close_components()
             raise
@@ -494,6 +503,7 @@ class Crawler:
             "robots_notes": ctx.robots_notes.to_state(),
             **({"duplicates": ctx.dups.to_state()} if ctx.dups is not None else {}),
             "parse": parse_counts(self._parse_section()),
+            "tuning": self._tuning_sections(),  # (report.json: the whole crawl)
             # the limits this session runs with (loosened on resume: skitter.recovery)
             "limits": resume_limits(self.settings.scope),
             **self.peers.checkpoint_state(),
@@ -513,7 +523,13 @@ class Crawler:
         report = build_report(
             self._context, self.snapshot(), finished=self._finished, stop_reason=self.stop_reason
         )
-        return {**report, **self.limit.report_sections(), **self._parse_section()}
+        return {**report, **self._tuning_sections(), **self._parse_section()}
+
+    def _tuning_sections(self) -> dict[str, Any]:
+        """report.json ``concurrency`` and ``timeouts`` of this process, all sessions."""
+        d = self._context.components.deadlines
+        now = {**self.limit.report_sections(), **(d.report_sections() if d is not None else {})}
+        return whole_tuning_sections(now, self._tuning_earlier)
 
     def _parse_section(self) -> dict[str, Any]:
         """report.json ``parse`` of this process, all sessions."""

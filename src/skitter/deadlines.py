@@ -99,7 +99,9 @@ class DeadlineEstimator:
 
     def report_sections(self) -> dict[str, Any]:
         """``{"timeouts": {"mode": "auto", "floor_s", "ceiling_s", "percentile", "factor",
-        "cut", "hosts": {host: deadline_s}}}`` (the first 100 hosts with a deadline)."""
+        "cut", "hosts": {host: deadline_s}}}`` (the first 100 hosts with a deadline) of this
+        session (report.json's covers every session:
+        :func:`skitter.reporting.whole_tuning_sections`)."""
         hosts: dict[str, float] = {}
         for h in self._samples:
             d = self.deadline(h)

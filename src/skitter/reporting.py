@@ -16,7 +16,19 @@ from skitter.context import CrawlContext
 from skitter.state import REPORT_FILE, atomic_write_json
 from skitter.stats import StatsSnapshot
 
-__all__ = ["build_report", "parse_counts", "whole_parse_section", "write_report"]
+__all__ = [
+    "build_report",
+    "parse_counts",
+    "whole_parse_section",
+    "whole_tuning_sections",
+    "write_report",
+]
+
+#: Entries kept in the whole crawl's ``concurrency.history`` (the latest ones; as
+#: :data:`skitter.autotune.MAX_HISTORY` for one session).
+MAX_HISTORY = 500
+#: Hosts listed in the whole crawl's ``timeouts.hosts``.
+MAX_TIMEOUT_HOSTS = 100
 
 
 def build_report(
@@ -31,7 +43,8 @@ def build_report(
     dropped URLs (:meth:`skitter.traps.TrapGuard.report`, and ``duplicate_ratio``);
     "duplicates": :meth:`skitter.duplicates.DuplicateStage.report`; "sitemaps": the
     :class:`skitter.sitemaps.SitemapStats` of the sitemap phase with its mode; "recrawl"
-    (``--since``): :meth:`skitter.recrawl.Recrawl.report`."""
+    (``--since``): :meth:`skitter.recrawl.Recrawl.report`. (The crawler adds ``concurrency``
+    and ``timeouts``, :func:`whole_tuning_sections`, and ``parse``.)"""
     robots = ctx.components.robots.snapshot()
     notes = ctx.robots_notes
     for org, urls in notes.blocked.items():
@@ -54,7 +67,6 @@ def build_report(
         **({"recrawl": ctx.recrawl.report()} if ctx.recrawl is not None else {}),
         "seeds": list(ctx.settings.seeds),
         **ctx.components.focus.report_sections(ctx.stats.by_focus),
-        **(d.report_sections() if (d := ctx.components.deadlines) is not None else {}),
     }
 
 
@@ -92,3 +104,80 @@ def parse_counts(whole: dict[str, Any]) -> dict[str, Any]:
     :func:`whole_parse_section`'s result; ``{}`` when there is none."""
     p = whole.get("parse")
     return {"here": p["here"], "helpers": p["helpers"]} if p else {}
+
+
+_CONCURRENCY_SETTINGS = ("ceiling", "floor", "cpu_target", "max_memory_bytes")
+_TIMEOUT_SETTINGS = ("floor_s", "ceiling_s", "percentile", "factor")
+
+
+def whole_tuning_sections(now: dict[str, Any], earlier: dict[str, Any]) -> dict[str, Any]:
+    """report.json's ``concurrency`` and ``timeouts`` sections of one process for the whole
+    crawl, as ``totals`` are: this session's (``now``: ``{"concurrency": ...}`` of
+    :meth:`skitter.autotune.AutoLimit.report_sections` and ``{"timeouts": ...}`` of
+    :meth:`skitter.deadlines.DeadlineEstimator.report_sections`, either absent when the
+    session does not tune it) with the sessions before a resume (``earlier``: this
+    function's result as checkpointed). A section is present when some session tuned it.
+
+    ``concurrency``: ``mode``, the settings (``ceiling``, ``floor``, ``cpu_target``,
+    ``max_memory_bytes``) and ``current`` of the last session that tuned it; ``readings``
+    summed over the sessions; ``peak`` the highest limit any session set; ``history`` the
+    changes of every session in order (each session's first entry is its ``start``; seconds
+    count from that session's first reading; the latest :data:`MAX_HISTORY`); ``sessions``
+    one entry per session, oldest first: its settings, ``readings``, ``peak`` and ``end``
+    (its limit when it ended).
+
+    ``timeouts``: ``mode`` and the settings (``floor_s``, ``ceiling_s``, ``percentile``,
+    ``factor``) of the last session that tuned them; ``cut`` (fetches cut at an adaptive
+    deadline) summed; ``hosts`` each host's latest deadline (this session's, else the last
+    one known; at most :data:`MAX_TIMEOUT_HOSTS`); ``sessions`` per session its settings and
+    ``cut``.
+    """
+    out: dict[str, Any] = {}
+    conc = _whole_concurrency(now.get("concurrency"), earlier.get("concurrency") or {})
+    if conc:
+        out["concurrency"] = conc
+    timeouts = _whole_timeouts(now.get("timeouts"), earlier.get("timeouts") or {})
+    if timeouts:
+        out["timeouts"] = timeouts
+    return out
+
+
+def _whole_concurrency(now: dict[str, Any] | None, earlier: dict[str, Any]) -> dict[str, Any]:
+    sessions = [s for s in earlier.get("sessions") or [] if isinstance(s, dict)]
+    if now is None:
+        return earlier if sessions else {}
+    this = {k: now.get(k) for k in _CONCURRENCY_SETTINGS}
+    this.update(
+        readings=int(now.get("readings") or 0),
+        peak=int(now.get("peak") or now.get("current") or 0),
+        end=now.get("current"),
+    )
+    sessions.append(this)
+    history = [*(earlier.get("history") or []), *(now.get("history") or [])][-MAX_HISTORY:]
+    return {
+        **now,
+        "readings": sum(int(s.get("readings") or 0) for s in sessions),
+        "peak": max(int(s.get("peak") or 0) for s in sessions),
+        "history": history,
+        "sessions": sessions,
+    }
+
+
+def _whole_timeouts(now: dict[str, Any] | None, earlier: dict[str, Any]) -> dict[str, Any]:
+    sessions = [s for s in earlier.get("sessions") or [] if isinstance(s, dict)]
+    if now is None:
+        return earlier if sessions else {}
+    this = {k: now.get(k) for k in _TIMEOUT_SETTINGS}
+    this["cut"] = int(now.get("cut") or 0)
+    sessions.append(this)
+    hosts = dict(now.get("hosts") or {})
+    for host, deadline in (earlier.get("hosts") or {}).items():
+        if len(hosts) >= MAX_TIMEOUT_HOSTS:
+            break
+        hosts.setdefault(host, deadline)
+    return {
+        **now,
+        "cut": sum(int(s.get("cut") or 0) for s in sessions),
+        "hosts": hosts,
+        "sessions": sessions,
+    }
