@@ -191,6 +191,7 @@ class Crawler:
             components.extract,
             remote=_remote_extract(components),
             executor=self.peers.parse_lanes,
+            upstream=self._fetching,
         )
         self._worker = Worker(ctx, parse=self._parse, on_release=self._released)
         try:
@@ -305,6 +306,11 @@ class Crawler:
         self.request_stop("interrupted")
         for t in list(self._inflight):
             t.cancel()
+
+    def _fetching(self) -> int:
+        """Requests in flight whose response is not read yet (the parse stage's
+        ``upstream``: a batch of pages waits a little for them)."""
+        return len(self._inflight) - len(self._fetched)
 
     def _released(self) -> None:
         """The worker's ``on_release``: the current task's response is read."""
