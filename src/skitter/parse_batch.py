@@ -13,11 +13,13 @@ CPU s), and one big site (rust-doc, one host) 16% less, in less wall time.
 :class:`ParseBatch` holds the pages handed to it until one of these:
 
 * it holds :data:`BATCH_MAX_PAGES` pages or :data:`BATCH_MAX_BYTES` bytes of bodies;
-* no other request of the crawl is still being fetched (``upstream()`` is 0): nothing else
-  could join soon, and the crawl may be waiting for this batch's links (its start, a
-  polite crawl with one request at a time): parsed at the event loop's next turn;
-* :data:`BATCH_MAX_WAIT_S` seconds went by since its first page (a bound on the delay,
-  nothing more: a batch that fills or runs dry goes at once).
+* the crawl loop calls :meth:`ParseBatch.drain`: it has nothing more to start and no
+  request is being fetched, so nothing else could join soon, and the crawl may be waiting
+  for this batch's links (its start, a polite crawl with one request at a time);
+* ``max_wait_s`` (:data:`BATCH_MAX_WAIT_S` in a crawl) went by since its first page: a
+  bound on the delay, nothing more. With ``max_wait_s=0`` (no crawl loop to drain it: a
+  :class:`~skitter.worker.Worker` used alone) a batch is what comes in one turn of the event
+  loop.
 
 Then its pages are parsed in the order they came, each caller's ``await`` returning its own
 :class:`~skitter.models.Page` (or raising its exception). Durability is not touched: a page's
@@ -66,32 +68,30 @@ class ParseBatch:
 
     Args:
         parse: the parser, ``parse(body, url, content_type, x_robots) -> Page``.
-        upstream: the number of the crawl's requests still being fetched (responses not yet
-            read); None: always 0 (a batch is what comes in one turn of the event loop).
         after: called with each page's body size (bytes) after its parse (the heap trimmer).
-        max_pages, max_bytes, max_wait_s: the batch's bounds (see the module constants).
+        max_pages, max_bytes: the batch's bounds (pages; bytes of bodies).
+        max_wait_s: seconds a batch waits at most for more pages; 0: it goes at the event
+            loop's next turn.
     """
 
     def __init__(
         self,
         parse: Parse,
         *,
-        upstream: Callable[[], int] | None = None,
         after: Callable[[int], None] | None = None,
         max_pages: int = BATCH_MAX_PAGES,
         max_bytes: int = BATCH_MAX_BYTES,
-        max_wait_s: float = BATCH_MAX_WAIT_S,
+        max_wait_s: float = 0.0,
     ) -> None:
         self._parse = parse
-        self._upstream = upstream
         self._after = after
         self.max_pages = max_pages
         self.max_bytes = max_bytes
         self.max_wait_s = max_wait_s
         self._items: list[_Item] = []
         self._bytes = 0
-        self._timer: asyncio.TimerHandle | None = None
-        self._soon: asyncio.Handle | None = None
+        self._timer: asyncio.Handle | None = None  # the batch's flush, when one is due
+        self._soon = False  # ... at the next turn
         #: batches run so far, and the pages they held (report.json ``parse.batches``)
         self.batches = 0
         self.pages = 0
@@ -119,12 +119,19 @@ class ParseBatch:
         self._bytes += len(body)
         if len(self._items) >= self.max_pages or self._bytes >= self.max_bytes:
             self.flush()
-        elif self._upstream is None or self._upstream() <= 0:
-            if self._soon is None:
-                self._soon = loop.call_soon(self.flush)
         elif self._timer is None:
-            self._timer = loop.call_later(self.max_wait_s, self.flush)
+            if self.max_wait_s > 0:
+                self._timer = loop.call_later(self.max_wait_s, self.flush)
+            else:
+                self._timer, self._soon = loop.call_soon(self.flush), True
         return await fut
+
+    def drain(self) -> None:
+        """Parse the waiting pages at the event loop's next turn, not later (the crawl loop:
+        nothing else is being fetched); pages handed over before that still join."""
+        if self._items and not self._soon:
+            self._cancel_calls()
+            self._timer, self._soon = asyncio.get_running_loop().call_soon(self.flush), True
 
     def flush(self) -> None:
         """Parse the pages waiting now, in the order they came (idempotent)."""
@@ -157,7 +164,4 @@ class ParseBatch:
     def _cancel_calls(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
-            self._timer = None
-        if self._soon is not None:
-            self._soon.cancel()
-            self._soon = None
+            self._timer, self._soon = None, False

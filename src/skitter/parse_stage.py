@@ -127,9 +127,9 @@ class ParseStage:
         remote: the same parser, picklable, for the siblings (None: always inline).
         executor: runs ``remote`` in the siblings, one page per lane at a time (None: always
             inline); owned (shut down by :meth:`close`).
-        upstream: the number of the crawl's requests still being fetched (a batch waits
-            for them a little: see :mod:`skitter.parse_batch`); None: a batch is what comes
-            in one turn of the event loop.
+        batch_wait_s: seconds a batch of pages waits at most for more (the crawl loop calls
+            :meth:`drain` when nothing more can come); 0: a batch is what comes in one turn
+            of the event loop.
 
     Attributes ``workers``: the lanes still usable (0 once the executor broke: inline).
 
@@ -144,7 +144,7 @@ class ParseStage:
         remote: Extract | None = None,
         executor: LaneExecutor | None = None,
         *,
-        upstream: Callable[[], int] | None = None,
+        batch_wait_s: float = 0.0,
     ) -> None:
         self.extract = extract
         self.remote = remote
@@ -156,7 +156,7 @@ class ParseStage:
         self._here = 0
         self._elsewhere: Counter[int] = Counter()
         self._trimmer = _Trimmer()
-        self._batch = ParseBatch(extract, upstream=upstream, after=self._trimmer.parsed)
+        self._batch = ParseBatch(extract, after=self._trimmer.parsed, max_wait_s=batch_wait_s)
         tune_heap()  # large bodies and parse buffers in maps of their own, freed at once
 
     @property
@@ -227,6 +227,12 @@ class ParseStage:
                 self._pending -= 1
         self._here += 1
         return await self._batch.parse(body, url, content_type, x_robots)
+
+    def drain(self) -> None:
+        """The crawl loop has nothing more to start and nothing is being fetched: the pages
+        waiting in a batch are parsed at the event loop's next turn
+        (:meth:`skitter.parse_batch.ParseBatch.drain`)."""
+        self._batch.drain()
 
     def report_sections(self) -> dict[str, Any]:
         """``{"parse": {"pid", "here", "helpers": {pid: pages}}}`` (pages parsed in this

@@ -46,7 +46,7 @@ def test_pages_of_one_turn_are_one_batch_in_order() -> None:
 
 def test_a_batch_waits_while_requests_are_fetched_until_it_is_full() -> None:
     rec = Recorder()
-    batch = ParseBatch(rec, upstream=lambda: 3, max_pages=3, max_wait_s=3600.0)
+    batch = ParseBatch(rec, max_pages=3, max_wait_s=3600.0)
 
     async def main() -> None:
         first = [asyncio.create_task(batch.parse(b"a", "http://a.test/a", None, ()))]
@@ -65,7 +65,7 @@ def test_a_batch_waits_while_requests_are_fetched_until_it_is_full() -> None:
 
 def test_a_batch_goes_at_its_byte_bound() -> None:
     rec = Recorder()
-    batch = ParseBatch(rec, upstream=lambda: 1, max_bytes=10, max_wait_s=3600.0)
+    batch = ParseBatch(rec, max_bytes=10, max_wait_s=3600.0)
 
     async def main() -> None:
         t = asyncio.create_task(batch.parse(b"x" * 6, "http://a.test/1", None, ()))
@@ -80,7 +80,7 @@ def test_a_batch_goes_at_its_byte_bound() -> None:
 
 def test_a_batch_goes_after_its_wait_bound_alone() -> None:
     rec = Recorder()
-    batch = ParseBatch(rec, upstream=lambda: 5, max_wait_s=0.0)
+    batch = ParseBatch(rec, max_wait_s=0.001)
 
     async def main() -> str:
         return (await batch.parse(b"only", "http://a.test/", None, ())).title
@@ -88,18 +88,19 @@ def test_a_batch_goes_after_its_wait_bound_alone() -> None:
     assert asyncio.run(main()) == "only"
 
 
-def test_nothing_left_to_fetch_parses_at_the_next_turn() -> None:
+def test_drain_parses_the_waiting_pages_at_the_next_turn() -> None:
     rec = Recorder()
-    fetching = [2]
-    batch = ParseBatch(rec, upstream=lambda: fetching[0], max_wait_s=3600.0)
+    batch = ParseBatch(rec, max_wait_s=3600.0)
 
     async def main() -> None:
         held = asyncio.create_task(batch.parse(b"a", "http://a.test/a", None, ()))
         await _turns(5)
         assert rec.parsed == []
-        fetching[0] = 0  # the last response was read: it joins, and the batch goes
-        assert (await batch.parse(b"b", "http://a.test/b", None, ())).title == "b"
-        assert (await held).title == "a"
+        joined = asyncio.create_task(batch.parse(b"b", "http://a.test/b", None, ()))
+        batch.drain()  # the crawl loop: nothing is being fetched
+        batch.drain()  # (again: still one flush)
+        assert [p.title for p in await asyncio.gather(held, joined)] == ["a", "b"]
+        batch.drain()  # nothing waiting: nothing to do
 
     asyncio.run(main())
     assert (batch.batches, rec.parsed) == (1, [b"a", b"b"])
@@ -125,7 +126,7 @@ def test_a_page_error_goes_to_its_caller_only() -> None:
 
 def test_a_cancelled_caller_is_not_parsed() -> None:
     rec = Recorder()
-    batch = ParseBatch(rec, upstream=lambda: 1, max_pages=3, max_wait_s=3600.0)
+    batch = ParseBatch(rec, max_pages=3, max_wait_s=3600.0)
 
     async def main() -> None:
         gone = asyncio.create_task(batch.parse(b"gone", "http://a.test/g", None, ()))
@@ -144,7 +145,7 @@ def test_a_cancelled_caller_is_not_parsed() -> None:
 def test_large_pages_are_parsed_at_once_and_counted_after() -> None:
     rec = Recorder()
     sizes: list[int] = []
-    batch = ParseBatch(rec, upstream=lambda: 9, max_wait_s=3600.0, after=sizes.append)
+    batch = ParseBatch(rec, max_wait_s=3600.0, after=sizes.append)
     big = b"<p>" + b"x" * BATCH_PAGE_MAX_BYTES
 
     async def main() -> None:
@@ -161,7 +162,7 @@ def test_large_pages_are_parsed_at_once_and_counted_after() -> None:
 
 def test_close_cancels_the_waiting_callers() -> None:
     rec = Recorder()
-    batch = ParseBatch(rec, upstream=lambda: 1, max_wait_s=3600.0)
+    batch = ParseBatch(rec, max_wait_s=3600.0)
 
     async def main() -> None:
         t = asyncio.create_task(batch.parse(b"a", "http://a.test/", None, ()))
