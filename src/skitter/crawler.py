@@ -43,6 +43,7 @@ from skitter.events import CrawlHooks
 from skitter.lease_policy import LeasePolicy
 from skitter.models import Lease, Request, Response
 from skitter.observer import observe_frontier
+from skitter.parse_batch import BATCH_MAX_WAIT_S
 from skitter.parse_stage import Extract, ParseStage
 from skitter.peers import Peers
 from skitter.recovery import reconcile
@@ -201,6 +202,7 @@ class Crawler:
             components.extract,
             remote=_remote_extract(components),
             executor=self.peers.parse_lanes,
+            batch_wait_s=BATCH_MAX_WAIT_S,
         )
         self._worker = Worker(ctx, parse=self._parse, on_release=self._released)
         try:
@@ -409,6 +411,8 @@ class Crawler:
                     if await frontier.is_finished() and peers.dry(mark, inflight):
                         self._finished = True
                         break
+                if not inflight - self._fetched:  # nothing is being fetched: the pages
+                    parse.drain()  # waiting for a batch are parsed now
                 await self._maybe_checkpoint()
                 timeout = 1.0
                 if max_time is not None:

@@ -4,7 +4,8 @@ A crawl's pipeline has two stages (Scrapy's engine/downloader split): the *fetch
 (robots → fetch → response read), after which the host's slot is handed back to the
 frontier (:meth:`skitter.frontier.base.Frontier.release`) so the next request to the host
 may start, and the *processing* stage (parse → decide links → write rows and record → ack).
-:class:`ParseStage` runs the parse step of the second stage: inline on the event loop, or,
+:class:`ParseStage` runs the parse step of the second stage: inline on the event loop, in
+batches of pages parsed back to back (:mod:`skitter.parse_batch`: warm caches), or,
 in a crawler process of ``--processes N``, in the ``N - 1`` sibling crawler processes
 (:mod:`skitter.parse_lanes`: no extra process, so no extra copy of a crawler's resident set)
 when the loop is *host-bound*: the last lease attempt found room under the concurrency limit
@@ -41,6 +42,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from skitter.models import Page
+from skitter.parse_batch import ParseBatch
 from skitter.parse_lanes import BUSY, IDLE, ROOM, LaneExecutor
 from skitter.runtime import trim_heap, tune_heap
 
@@ -120,10 +122,14 @@ class ParseStage:
     when a sibling is idle.
 
     Args:
-        extract: the parser run inline (see :data:`Extract`).
+        extract: the parser run inline (see :data:`Extract`), in batches
+            (:class:`skitter.parse_batch.ParseBatch`).
         remote: the same parser, picklable, for the siblings (None: always inline).
         executor: runs ``remote`` in the siblings, one page per lane at a time (None: always
             inline); owned (shut down by :meth:`close`).
+        batch_wait_s: seconds a batch of pages waits at most for more (the crawl loop calls
+            :meth:`drain` when nothing more can come); 0: a batch is what comes in one turn
+            of the event loop.
 
     Attributes ``workers``: the lanes still usable (0 once the executor broke: inline).
 
@@ -137,6 +143,8 @@ class ParseStage:
         extract: Extract,
         remote: Extract | None = None,
         executor: LaneExecutor | None = None,
+        *,
+        batch_wait_s: float = 0.0,
     ) -> None:
         self.extract = extract
         self.remote = remote
@@ -148,6 +156,7 @@ class ParseStage:
         self._here = 0
         self._elsewhere: Counter[int] = Counter()
         self._trimmer = _Trimmer()
+        self._batch = ParseBatch(extract, after=self._trimmer.parsed, max_wait_s=batch_wait_s)
         tune_heap()  # large bodies and parse buffers in maps of their own, freed at once
 
     @property
@@ -217,9 +226,13 @@ class ParseStage:
             finally:
                 self._pending -= 1
         self._here += 1
-        page = self.extract(body, url, content_type, x_robots)
-        self._trimmer.parsed(len(body))
-        return page
+        return await self._batch.parse(body, url, content_type, x_robots)
+
+    def drain(self) -> None:
+        """The crawl loop has nothing more to start and nothing is being fetched: the pages
+        waiting in a batch are parsed at the event loop's next turn
+        (:meth:`skitter.parse_batch.ParseBatch.drain`)."""
+        self._batch.drain()
 
     def report_sections(self) -> dict[str, Any]:
         """``{"parse": {"pid", "here", "helpers": {pid: pages}}}`` (pages parsed in this
@@ -238,6 +251,7 @@ class ParseStage:
     def close(self) -> None:
         """Stop using the siblings (idempotent; a page still sent to one is cancelled: the
         crawl loop closes the stage once its pages are done)."""
+        self._batch.close()
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown()
