@@ -30,6 +30,7 @@ from tests.integration.test_processes import (
     start_cli,
     wait_for,
 )
+from tests.unit.test_folder_lock import seen_from_another_process
 
 HOLD = """
 import sys
@@ -39,29 +40,6 @@ lock_folder(Path(sys.argv[1]), "crawl")
 print("held", flush=True)
 sys.stdin.read()  # until the test closes it (or kills this process)
 """
-
-CHECK = """
-import sys
-from pathlib import Path
-from skitter.errors import StateError
-from skitter.folder_lock import check_free
-try:
-    check_free(Path(sys.argv[1]))
-except StateError as exc:
-    print(exc)
-else:
-    print("free")
-"""
-
-
-def seen_from_another_process(folder: Path) -> str:
-    """What another process's :func:`check_free` says of ``folder``: "free" or its error."""
-    r = subprocess.run(
-        [sys.executable, "-c", CHECK, str(folder)], capture_output=True, text=True, timeout=60
-    )
-    assert r.returncode == 0, r.stderr
-    return r.stdout.strip()
-
 
 def hold(folder: Path) -> subprocess.Popen[str]:
     """Another process holding ``folder``'s lock (it says "held" once it does)."""

@@ -101,7 +101,7 @@ else:
 """
 
 
-def _seen_from_another_process(folder: Path) -> str:
+def seen_from_another_process(folder: Path) -> str:
     """What another process's :func:`check_free` says of ``folder``: "free" or its error."""
     r = subprocess.run(
         [sys.executable, "-c", CHECK, str(folder)], capture_output=True, text=True, timeout=60
@@ -119,13 +119,13 @@ def test_the_lock_is_reentrant_within_a_process_and_counted(tmp_path: Path) -> N
     assert (tmp_path / LOCK_FILE).read_bytes() == f"{os.getpid()} crawl\n".encode()
     first.release()
     first.release()  # (twice: the same hold, released once)
-    assert _seen_from_another_process(tmp_path).startswith(busy)  # one holder left
+    assert seen_from_another_process(tmp_path).startswith(busy)  # one holder left
     second.release()
-    assert _seen_from_another_process(tmp_path) == "free"
+    assert seen_from_another_process(tmp_path) == "free"
     with lock_folder(tmp_path) as again:  # taken afresh
         assert again.folder == tmp_path
-        assert _seen_from_another_process(tmp_path).startswith(busy)
-    assert _seen_from_another_process(tmp_path) == "free"
+        assert seen_from_another_process(tmp_path).startswith(busy)
+    assert seen_from_another_process(tmp_path) == "free"
 
 
 def test_a_forked_child_drops_a_shared_lock_and_its_releases_do_nothing(tmp_path: Path) -> None:
@@ -152,8 +152,8 @@ def test_a_forked_child_drops_a_shared_lock_and_its_releases_do_nothing(tmp_path
         os.close(r)
         os.waitpid(pid, 0)
     busy = f"{tmp_path} is in use by a running skitter crawl (pid {os.getpid()})"
-    assert _seen_from_another_process(tmp_path).startswith(busy)  # the parent holds it still
+    assert seen_from_another_process(tmp_path).startswith(busy)  # the parent holds it still
     first.release()
-    assert _seen_from_another_process(tmp_path).startswith(busy)
+    assert seen_from_another_process(tmp_path).startswith(busy)
     second.release()
-    assert _seen_from_another_process(tmp_path) == "free"
+    assert seen_from_another_process(tmp_path) == "free"
