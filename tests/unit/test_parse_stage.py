@@ -19,7 +19,13 @@ from skitter.html_chunks import SEGMENT_MIN_BYTES
 from skitter.links import extract
 from skitter.models import Page
 from skitter.parse_lanes import BUSY, IDLE, RAW_BYTES_MIN, ROOM, LaneExecutor, ParseMesh, serve
-from skitter.parse_stage import LANE_DEPTH, LANE_MAX_BYTES, ParseStage
+from skitter.parse_stage import (
+    LANE_BATCH_PAGES,
+    LANE_DEPTH,
+    LANE_MAX_BYTES,
+    ParseStage,
+    _parse_jobs,
+)
 
 FN = functools.partial(extract, bot_token=None, resources=False, ids=False)
 SMALL = b'<a href="/s">s</a>'
@@ -41,6 +47,12 @@ def run_closing(stage: ParseStage, run: Callable[[], Coroutine[Any, Any, None]])
 
 def _refusing(body: bytes, url: str, ct: str | None, xr: Sequence[str]) -> Page:
     raise ValueError(f"cannot parse {url}")
+
+
+def _refusing_bad(body: bytes, url: str, ct: str | None, xr: Sequence[str]) -> Page:
+    if "bad" in url:
+        raise ValueError(f"cannot parse {url}")
+    return FN(body, url, ct, xr)
 
 
 def _unsendable(body: bytes, url: str, ct: str | None, xr: Sequence[str]) -> Any:
@@ -329,3 +341,46 @@ def test_a_busy_process_gives_its_pages_to_an_idle_sibling(
     sections = stage.report_sections()["parse"]
     assert sections["here"] == 1
     assert sections["helpers"] == {str(proc.pid): 1}
+
+
+def test_small_pages_go_to_the_sibling_in_batches_each_caller_gets_its_own(
+    sibling: tuple[BaseProcess, LaneExecutor], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pages for a sibling are sent LANE_BATCH_PAGES to a call (one message each way, parsed
+    back to back there); each caller gets its own page, or its own error; past LANE_DEPTH
+    pages in flight the rest are parsed here."""
+    _proc, lanes = sibling
+    assert LANE_BATCH_PAGES == LANE_DEPTH == 8
+    stage = ParseStage(_refusing_bad, remote=_refusing_bad, executor=lanes, batch_wait_s=0.001)
+    stage.host_bound = True
+    calls: list[tuple[str, int]] = []
+    real = lanes.call
+
+    async def counting(fn: Callable[..., Any], /, *args: Any) -> Any:
+        calls.append((fn.__name__, len(args[1]) if fn is _parse_jobs else 1))
+        return await real(fn, *args)
+
+    monkeypatch.setattr(lanes, "call", counting)
+    n = LANE_BATCH_PAGES + 3
+    urls = [f"http://a.test/{'bad' if i == 2 else 'ok'}{i}" for i in range(n)]
+
+    async def run() -> None:
+        got = await asyncio.gather(
+            *(
+                stage.parse(b'<a href="/p%d">p</a>' % i, u, "text/html", ())
+                for i, u in enumerate(urls)
+            ),
+            return_exceptions=True,
+        )
+        for i, page in enumerate(got):
+            if i == 2:
+                assert isinstance(page, ValueError) and str(page) == f"cannot parse {urls[2]}"
+            else:
+                assert isinstance(page, Page) and [ln.url for ln in page.links] == [
+                    f"http://a.test/p{i}"
+                ]
+
+    run_closing(stage, run)
+    assert calls == [("_parse_jobs", LANE_BATCH_PAGES)]  # one call for the first 8
+    parse = stage.report_sections()["parse"]
+    assert (sum(parse["helpers"].values()), parse["here"]) == (LANE_BATCH_PAGES - 1, 3)
