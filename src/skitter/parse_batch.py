@@ -92,7 +92,7 @@ class ParseBatch:
         self._bytes = 0
         self._timer: asyncio.Handle | None = None  # the batch's flush, when one is due
         self._soon = False  # ... at the next turn
-        #: batches run so far, and the pages they held (report.json ``parse.batches``)
+        #: batches run so far, and the pages they held
         self.batches = 0
         self.pages = 0
 

@@ -153,21 +153,31 @@ def launch(
 def adopted(coordinator: int, launcher_fd: int) -> bool:
     """In a crawler process started by :func:`launch`: close the launcher's pipe
     (``launcher_fd``), wait until the launcher has exited, and return whether this process is
-    now the child of ``coordinator`` (False: the coordinator is gone)."""
+    now the child of ``coordinator`` (False: the coordinator is gone, also when it died before
+    the launcher exited and this process went to init: it must not wait for init)."""
     os.close(launcher_fd)
-    parent = os.getppid()
-    if parent != coordinator:  # the launcher, which exits once it started every process
-        try:
-            fd = os.pidfd_open(parent)
-        except ProcessLookupError:
-            fd = -1
-        if fd >= 0:
+    try:
+        coord_fd = os.pidfd_open(coordinator)
+    except ProcessLookupError:
+        return False  # the coordinator is gone (reaped)
+    try:
+        parent = os.getppid()
+        if parent != coordinator:  # the launcher, which exits once it started every process
             try:
-                select.select([fd], [], [])  # readable once it has exited (after adoption)
-            finally:
-                os.close(fd)
-    for _ in range(1000):  # (adoption comes before the pidfd wakes: a guard, not a wait)
-        if os.getppid() != parent or parent == coordinator:
-            break
-        time.sleep(0.001)
-    return os.getppid() == coordinator
+                fd = os.pidfd_open(parent)
+            except ProcessLookupError:
+                fd = -1
+            if fd >= 0:
+                try:  # readable once it has exited (after adoption), or the coordinator has
+                    ready, _, _ = select.select([fd, coord_fd], [], [])
+                finally:
+                    os.close(fd)
+                if coord_fd in ready:
+                    return False  # the coordinator died (a zombie's pidfd is readable too)
+        for _ in range(1000):  # (adoption comes before the pidfd wakes: a guard, not a wait)
+            if os.getppid() != parent or parent == coordinator:
+                break
+            time.sleep(0.001)
+        return os.getppid() == coordinator
+    finally:
+        os.close(coord_fd)
