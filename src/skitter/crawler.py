@@ -411,8 +411,10 @@ class Crawler:
                     if await frontier.is_finished() and peers.dry(mark, inflight):
                         self._finished = True
                         break
-                if not inflight - self._fetched:  # nothing is being fetched: the pages
-                    parse.drain()  # waiting for a batch are parsed now
+                # nothing is being fetched (the tasks whose response is read are a subset of
+                # those in flight): the pages waiting for a batch are parsed now
+                if len(inflight) == len(self._fetched):
+                    parse.drain()
                 await self._maybe_checkpoint()
                 timeout = 1.0
                 if max_time is not None:

@@ -39,9 +39,10 @@ LOCK_FILE = "skitter.lock"
 class _Held:
     """A folder lock this process holds: its descriptor and how many holders share it."""
 
-    __slots__ = ("count", "fd")
+    __slots__ = ("count", "fd", "key")
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, key: str, fd: int) -> None:
+        self.key = key  # (its entry in _HELD)
         self.fd: int | None = fd
         self.count = 1
 
@@ -89,9 +90,7 @@ class FolderLock:
             held.count -= 1
             if held.count > 0:
                 return
-            for key, value in list(_HELD.items()):
-                if value is held:
-                    del _HELD[key]
+            del _HELD[held.key]
             fd, held.fd = held.fd, None
         with contextlib.suppress(OSError):
             os.close(fd)
@@ -182,5 +181,5 @@ def lock_folder(folder: Path, command: str = "crawl") -> FolderLock:
         except BaseException:
             os.close(fd)
             raise
-        held = _HELD[key] = _Held(fd)
+        held = _HELD[key] = _Held(key, fd)
     return FolderLock(folder, held)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from typing import Generic, TypeVar
 
 from skitter.html_chunks import SEGMENT_MIN_BYTES
 from skitter.models import Page
@@ -43,6 +44,8 @@ __all__ = [
     "BATCH_MAX_PAGES",
     "BATCH_MAX_WAIT_S",
     "BATCH_PAGE_MAX_BYTES",
+    "Batcher",
+    "Job",
     "ParseBatch",
 ]
 
@@ -60,7 +63,91 @@ BATCH_PAGE_MAX_BYTES = SEGMENT_MIN_BYTES
 
 #: ``parse(body, url, content_type, x_robots) -> Page``
 Parse = Callable[[bytes, str, "str | None", Sequence[str]], Page]
-_Item = tuple["asyncio.Future[Page]", bytes, str, "str | None", Sequence[str]]
+#: a page to parse: ``(body, url, content_type, x_robots)``
+Job = tuple[bytes, str, "str | None", Sequence[str]]
+
+R = TypeVar("R")
+
+
+class Batcher(Generic[R]):
+    """The gathering of a batch (see the module doc), for a runner: jobs are held until the
+    batch is full (``max_items`` jobs or ``max_bytes`` bytes of bodies), ``max_wait_s``
+    passed since its first job (0: the event loop's next turn), or :meth:`drain` makes it
+    due at the next turn; then ``run`` gets the batch, ``[(future, job)]`` in the order the
+    jobs came, and must settle every future not done yet (a done one: its caller was
+    cancelled). Used by :class:`ParseBatch` (parsed here) and by the parse stage for the
+    sibling processes (one call of a batch: :mod:`skitter.parse_stage`).
+
+    Args:
+        run: takes a batch, at once (in the caller's turn of the event loop).
+        max_items, max_bytes, max_wait_s: the batch's bounds (jobs; bytes; seconds).
+    """
+
+    def __init__(
+        self,
+        run: Callable[[list[tuple[asyncio.Future[R], Job]]], None],
+        *,
+        max_items: int,
+        max_bytes: int,
+        max_wait_s: float,
+    ) -> None:
+        self.run = run
+        self.max_items = max_items
+        self.max_bytes = max_bytes
+        self.max_wait_s = max_wait_s
+        self._items: list[tuple[asyncio.Future[R], Job]] = []
+        self._bytes = 0
+        self._timer: asyncio.Handle | None = None  # the batch's flush, when one is due
+        self._soon = False  # ... at the next turn
+
+    def __len__(self) -> int:
+        """Jobs waiting in the current batch."""
+        return len(self._items)
+
+    async def submit(self, job: Job) -> R:
+        """``job``'s result, once its batch has run.
+
+        Raises:
+            what the runner set for this job; CancelledError if the batch was closed first.
+        """
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[R] = loop.create_future()
+        self._items.append((fut, job))
+        self._bytes += len(job[0])
+        if len(self._items) >= self.max_items or self._bytes >= self.max_bytes:
+            self.flush()
+        elif self._timer is None:
+            if self.max_wait_s > 0:
+                self._timer = loop.call_later(self.max_wait_s, self.flush)
+            else:
+                self._timer, self._soon = loop.call_soon(self.flush), True
+        return await fut
+
+    def drain(self) -> None:
+        """Run the waiting batch at the event loop's next turn, not later (the crawl loop:
+        nothing else is being fetched); jobs handed over before that still join."""
+        if self._items and not self._soon:
+            self._cancel_calls()
+            self._timer, self._soon = asyncio.get_running_loop().call_soon(self.flush), True
+
+    def flush(self) -> None:
+        """Run the batch waiting now, if any."""
+        self._cancel_calls()
+        items, self._items, self._bytes = self._items, [], 0
+        if items:
+            self.run(items)
+
+    def close(self) -> None:
+        """Drop the waiting jobs (their callers get CancelledError) and the pending calls."""
+        self._cancel_calls()
+        items, self._items, self._bytes = self._items, [], 0
+        for fut, _ in items:
+            fut.cancel()
+
+    def _cancel_calls(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer, self._soon = None, False
 
 
 class ParseBatch:
@@ -85,20 +172,17 @@ class ParseBatch:
     ) -> None:
         self._parse = parse
         self._after = after
-        self.max_pages = max_pages
-        self.max_bytes = max_bytes
+        self._batcher: Batcher[Page] = Batcher(
+            self._run, max_items=max_pages, max_bytes=max_bytes, max_wait_s=max_wait_s
+        )
         self.max_wait_s = max_wait_s
-        self._items: list[_Item] = []
-        self._bytes = 0
-        self._timer: asyncio.Handle | None = None  # the batch's flush, when one is due
-        self._soon = False  # ... at the next turn
         #: batches run so far, and the pages they held
         self.batches = 0
         self.pages = 0
 
     def __len__(self) -> int:
         """Pages waiting in the current batch."""
-        return len(self._items)
+        return len(self._batcher)
 
     async def parse(
         self, body: bytes, url: str, content_type: str | None, x_robots: Sequence[str]
@@ -113,36 +197,25 @@ class ParseBatch:
             if self._after is not None:
                 self._after(len(body))
             return page
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[Page] = loop.create_future()
-        self._items.append((fut, body, url, content_type, x_robots))
-        self._bytes += len(body)
-        if len(self._items) >= self.max_pages or self._bytes >= self.max_bytes:
-            self.flush()
-        elif self._timer is None:
-            if self.max_wait_s > 0:
-                self._timer = loop.call_later(self.max_wait_s, self.flush)
-            else:
-                self._timer, self._soon = loop.call_soon(self.flush), True
-        return await fut
+        return await self._batcher.submit((body, url, content_type, x_robots))
 
     def drain(self) -> None:
-        """Parse the waiting pages at the event loop's next turn, not later (the crawl loop:
-        nothing else is being fetched); pages handed over before that still join."""
-        if self._items and not self._soon:
-            self._cancel_calls()
-            self._timer, self._soon = asyncio.get_running_loop().call_soon(self.flush), True
+        """Parse the waiting pages at the event loop's next turn (:meth:`Batcher.drain`)."""
+        self._batcher.drain()
 
     def flush(self) -> None:
         """Parse the pages waiting now, in the order they came (idempotent)."""
-        self._cancel_calls()
-        items, self._items, self._bytes = self._items, [], 0
-        if not items:
-            return
+        self._batcher.flush()
+
+    def close(self) -> None:
+        """Drop the waiting pages (their callers get CancelledError) and the pending calls."""
+        self._batcher.close()
+
+    def _run(self, items: list[tuple[asyncio.Future[Page], Job]]) -> None:
         self.batches += 1
         self.pages += len(items)
         parse, after = self._parse, self._after
-        for fut, body, url, content_type, x_robots in items:
+        for fut, (body, url, content_type, x_robots) in items:
             if fut.done():  # (its task was cancelled)
                 continue
             try:
@@ -153,15 +226,3 @@ class ParseBatch:
                 fut.set_result(page)
             if after is not None:
                 after(len(body))
-
-    def close(self) -> None:
-        """Drop the waiting pages (their callers get CancelledError) and the pending calls."""
-        self._cancel_calls()
-        items, self._items, self._bytes = self._items, [], 0
-        for fut, *_ in items:
-            fut.cancel()
-
-    def _cancel_calls(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer, self._soon = None, False

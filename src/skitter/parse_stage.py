@@ -42,7 +42,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from skitter.models import Page
-from skitter.parse_batch import ParseBatch
+from skitter.parse_batch import Batcher, Job, ParseBatch
 from skitter.parse_lanes import BUSY, IDLE, RAW_BYTES_MIN, ROOM, LaneExecutor
 from skitter.runtime import trim_heap, tune_heap
 
@@ -129,11 +129,8 @@ def _parse_job(
     return os.getpid(), page
 
 
-_Job = tuple[bytes, str, "str | None", Sequence[str]]
-
-
 def _parse_jobs(
-    extract: Extract, jobs: list[_Job]
+    extract: Extract, jobs: list[Job]
 ) -> tuple[int, list[tuple[bool, Any]]]:  # pragma: no cover - runs in a sibling process
     """A batch of pages parsed back to back: ``(pid, [(True, page) or (False, exception)])``."""
     out: list[tuple[bool, Any]] = []
@@ -147,63 +144,45 @@ def _parse_jobs(
 
 
 class _LaneBatch:
-    """Pages for the siblings gathered into one call of :data:`LANE_BATCH_PAGES` pages (or
-    what came within ``wait_s``, or at :meth:`send`), parsed back to back there."""
+    """Pages for the siblings gathered (:class:`skitter.parse_batch.Batcher`: at most
+    :data:`LANE_BATCH_PAGES`, ``wait_s``, or drained) into one call, parsed back to back
+    there; each caller gets ``(pid, page)`` or its page's exception."""
 
-    def __init__(self, remote: Extract, wait_s: float) -> None:
+    def __init__(self, pool: LaneExecutor, remote: Extract, wait_s: float) -> None:
+        self.pool = pool
         self.remote = remote
-        self.wait_s = wait_s
-        self._items: list[tuple[asyncio.Future[tuple[int, Page]], _Job]] = []
-        self._timer: asyncio.Handle | None = None
+        self.batcher: Batcher[tuple[int, Page]] = Batcher(
+            self._send, max_items=LANE_BATCH_PAGES, max_bytes=LANE_BATCH_PAGES * RAW_BYTES_MIN,
+            max_wait_s=wait_s,
+        )  # fmt: skip
         self._calls: set[asyncio.Task[None]] = set()
 
-    async def parse(self, pool: LaneExecutor, remote: Extract, job: _Job) -> tuple[int, Page]:
+    async def parse(self, remote: Extract, job: Job) -> tuple[int, Page]:
         """``(pid, page)`` of ``job`` parsed by ``remote`` in a sibling, in a batch.
 
         Raises:
             concurrent.futures.BrokenExecutor: the batch's lane broke.
             Exception: what parsing the page raised there.
         """
-        import asyncio
-
         if remote is not self.remote:  # (one parser a call)
-            self.send(pool)
+            self.batcher.flush()
             self.remote = remote
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[tuple[int, Page]] = loop.create_future()
-        self._items.append((fut, job))
-        if len(self._items) >= LANE_BATCH_PAGES:
-            self.send(pool)
-        elif self._timer is None:
-            if self.wait_s > 0:
-                self._timer = loop.call_later(self.wait_s, self.send, pool)
-            else:
-                self._timer = loop.call_soon(self.send, pool)
-        return await fut
+        return await self.batcher.submit(job)
 
-    def send(self, pool: LaneExecutor) -> None:
-        """Send the pages gathered so far (if any) as one call."""
+    def _send(self, items: list[tuple[asyncio.Future[tuple[int, Page]], Job]]) -> None:
         import asyncio
 
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        items, self._items = self._items, []
-        if items:
-            call = asyncio.ensure_future(self._call(pool, self.remote, items))
-            self._calls.add(call)  # (kept until done: the loop holds tasks weakly)
-            call.add_done_callback(self._calls.discard)
+        call = asyncio.ensure_future(self._call(self.remote, items))
+        self._calls.add(call)  # (kept until done: the loop holds tasks weakly)
+        call.add_done_callback(self._calls.discard)
 
     async def _call(
-        self,
-        pool: LaneExecutor,
-        remote: Extract,
-        items: list[tuple[asyncio.Future[tuple[int, Page]], _Job]],
+        self, remote: Extract, items: list[tuple[asyncio.Future[tuple[int, Page]], Job]]
     ) -> None:
         import asyncio
 
         try:
-            pid, results = await pool.call(_parse_jobs, remote, [job for _, job in items])
+            pid, results = await self.pool.call(_parse_jobs, remote, [job for _, job in items])
         except (Exception, asyncio.CancelledError) as exc:  # each caller gets it
             for fut, _ in items:
                 if fut.done():
@@ -220,15 +199,6 @@ class _LaneBatch:
                 fut.set_result((pid, value))
             else:
                 fut.set_exception(value)
-
-    def close(self) -> None:
-        """Drop the pages not sent (their callers are cancelled)."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        items, self._items = self._items, []
-        for fut, _ in items:
-            fut.cancel()
 
 
 class ParseStage:
@@ -333,9 +303,9 @@ class ParseStage:
                 page: Page
                 if len(body) < RAW_BYTES_MIN:  # (larger bodies are sent raw, one a call)
                     if self._lanes is None:
-                        self._lanes = _LaneBatch(remote, self._batch.max_wait_s)
+                        self._lanes = _LaneBatch(pool, remote, self._batch.max_wait_s)
                     job = (body, url, content_type, x_robots)
-                    pid, page = await self._lanes.parse(pool, remote, job)
+                    pid, page = await self._lanes.parse(remote, job)
                 else:
                     pid, page = await pool.call(
                         _parse_job, remote, body, url, content_type, x_robots
@@ -358,8 +328,8 @@ class ParseStage:
         (:meth:`skitter.parse_batch.ParseBatch.drain`), and those gathered for the siblings
         are sent now."""
         self._batch.drain()
-        if self._lanes is not None and self._pool is not None:
-            self._lanes.send(self._pool)
+        if self._lanes is not None:
+            self._lanes.batcher.flush()
 
     def report_sections(self) -> dict[str, Any]:
         """``{"parse": {"pid", "here", "helpers": {pid: pages}}}`` (pages parsed in this
@@ -379,7 +349,7 @@ class ParseStage:
         """Stop using the siblings (idempotent; a page still sent to one is cancelled: the
         crawl loop closes the stage once its pages are done)."""
         if self._lanes is not None:
-            self._lanes.close()
+            self._lanes.batcher.close()
         self._batch.close()
         pool, self._pool = self._pool, None
         if pool is not None:
